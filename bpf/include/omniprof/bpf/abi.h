@@ -1,0 +1,160 @@
+/* The ABI between omniprof's BPF programs and its host, included by every BPF
+ * object (host entry, in-tree and third-party unwinders) and by C++.
+ *
+ * Changing a layout here changes OMNIPROF_BPF_ABI_VERSION: a plugin whose BPF
+ * object was built against another layout is refused by the host before load,
+ * because its programs would read the shared maps with the wrong offsets.
+ */
+#ifndef OMNIPROF_BPF_ABI_H
+#define OMNIPROF_BPF_ABI_H
+
+#ifdef __bpf__
+#include <linux/types.h>
+typedef __u8 omniprof_u8;
+typedef __u16 omniprof_u16;
+typedef __u32 omniprof_u32;
+typedef __u64 omniprof_u64;
+#else
+#include <stdint.h>
+typedef uint8_t omniprof_u8;
+typedef uint16_t omniprof_u16;
+typedef uint32_t omniprof_u32;
+typedef uint64_t omniprof_u64;
+#endif
+
+#define OMNIPROF_BPF_ABI_VERSION 1
+
+/* ---- Tail-call slots -------------------------------------------------------
+ * One PROG_ARRAY ("programs") owned by the host. Every unwinder finishes by
+ * tail-calling STOP, which stores the stack and counts the sample, so no
+ * unwinder carries its own copy of the aggregation code. */
+enum omniprof_slot {
+  OMNIPROF_SLOT_STOP = 0,   /* host: store the stack, count the sample */
+  OMNIPROF_SLOT_NATIVE = 1, /* native unwinder (plugins/native) */
+  OMNIPROF_SLOT_RUBY = 2,   /* rbperf (plugins/ruby) */
+  OMNIPROF_SLOT_PYTHON = 3, /* pyperf (plugins/python) */
+  OMNIPROF_SLOT_THIRD_PARTY_FIRST = 4, /* assigned by the host at load time */
+  OMNIPROF_NUM_SLOTS = 8
+};
+
+/* ---- Statistics (percpu_stats) ---------------------------------------------
+ * One range of OMNIPROF_STATS_PER_SLOT counters per slot: the host's counters
+ * live in the STOP range, each unwinder reports its stop reasons in its own
+ * range, so a third-party plugin cannot collide with an in-tree one. */
+#define OMNIPROF_STATS_PER_SLOT 32
+#define OMNIPROF_NUM_STATS (OMNIPROF_NUM_SLOTS * OMNIPROF_STATS_PER_SLOT)
+#define OMNIPROF_STATS_BASE(slot) ((slot) * OMNIPROF_STATS_PER_SLOT)
+
+enum omniprof_host_stat {
+  OMNIPROF_STAT_SAMPLES = 0,            /* entry program ran */
+  OMNIPROF_STAT_IDLE = 1,               /* CPU idle (pid 0): not recorded, by design */
+  OMNIPROF_STAT_FILTERED = 2,           /* process not selected with -p */
+  OMNIPROF_STAT_RECORDED = 3,           /* sample counted in stack_counts */
+  OMNIPROF_STAT_KERNEL_STACK_ERROR = 4, /* bpf_get_stack failed: sample kept without kernel frames */
+  OMNIPROF_STAT_KERNEL_THREAD = 5,      /* no user stack to walk (kernel thread) */
+  OMNIPROF_STAT_STACK_TRACES_FULL = 6,  /* stack not stored: kept as "[stack lost]" */
+  OMNIPROF_STAT_STACK_COUNTS_FULL = 7,  /* sample dropped: stack_counts full */
+  OMNIPROF_STAT_TAIL_CALL_FAILED = 8,   /* a slot was empty: walk ended early, sample kept */
+  OMNIPROF_STAT_EVENTS_LOST = 9,        /* ring buffer full: a host notification was lost */
+  OMNIPROF_STAT_PROCESS_REQUESTS = 10,  /* unknown process reported to the host */
+  OMNIPROF_STAT_STATE_MISSING = 11,     /* per-CPU unwind state unavailable: sample dropped */
+  OMNIPROF_STAT_TAIL_CALL_LIMIT = 12,   /* tail-call budget spent: stack truncated */
+  OMNIPROF_STAT_STACK_TRUNCATED = 13,   /* OMNIPROF_MAX_STACK_DEPTH frames reached */
+  OMNIPROF_STAT_USER_REGS_ERROR = 14,   /* user registers unreadable: kernel frames only */
+  OMNIPROF_NUM_HOST_STATS = 15
+};
+
+enum omniprof_native_stat {
+  OMNIPROF_STAT_NATIVE_FRAMES = OMNIPROF_STATS_BASE(OMNIPROF_SLOT_NATIVE), /* frames walked */
+  OMNIPROF_STAT_NATIVE_STOP_OUTERMOST,   /* frame pointer 0: reached the outermost frame */
+  OMNIPROF_STAT_NATIVE_STOP_READ_FAILED, /* stack memory unreadable (paged out, bad pointer) */
+  OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN, /* return address 0 */
+  OMNIPROF_STAT_NATIVE_STOP_FP_NOT_ASCENDING, /* next frame below the current one: corrupt chain */
+  OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH,   /* stack buffer full */
+  OMNIPROF_STAT_NATIVE_END
+};
+
+/* ---- Stacks ----------------------------------------------------------------*/
+#define OMNIPROF_MAX_STACK_DEPTH 128
+/* The kernel refuses the 33rd tail call of a chain (32 before 5.x). Unwinders
+ * stop at this many and keep one for STOP. */
+#define OMNIPROF_MAX_TAIL_CALLS 30
+
+/* Stack ids are 64-bit hashes of the frames; these two values are reserved. */
+#define OMNIPROF_STACK_ID_NONE 0ULL /* no such stack (kernel thread, user-only sample) */
+#define OMNIPROF_STACK_ID_LOST 1ULL /* the stack could not be stored (stack_traces full) */
+
+/* Frame kinds: which plugin's reader symbolizes a frame. Native frames are
+ * instruction addresses; an interpreter plugin stores what its reader needs. */
+enum omniprof_frame_kind {
+  OMNIPROF_FRAME_NATIVE = 0,
+  OMNIPROF_FRAME_KERNEL = 1,
+  /* OMNIPROF_FRAME_KERNEL + slot: frames produced by the unwinder in that slot */
+  OMNIPROF_FRAME_SLOT_BASE = 1,
+};
+
+struct omniprof_stack {
+  omniprof_u32 len;
+  omniprof_u32 flags;
+  omniprof_u8 kinds[OMNIPROF_MAX_STACK_DEPTH];
+  omniprof_u64 frames[OMNIPROF_MAX_STACK_DEPTH]; /* leaf first */
+};
+
+#define OMNIPROF_COMM_LEN 16
+
+struct omniprof_stack_key {
+  omniprof_u32 pid; /* process (tgid) */
+  omniprof_u32 tid; /* thread */
+  omniprof_u64 user_stack_id;
+  omniprof_u64 kernel_stack_id;
+  char thread_name[OMNIPROF_COMM_LEN];
+};
+
+/* ---- Processes -------------------------------------------------------------*/
+#define OMNIPROF_PROCESS_KNOWN (1u << 0)
+
+struct omniprof_process_info {
+  omniprof_u32 flags;
+  /* Slot of the interpreter unwinder for this process, 0 for none. */
+  omniprof_u32 interpreter_slot;
+  /* Owned by the interpreter plugin (e.g. thread-state address, offsets index). */
+  omniprof_u64 interpreter_data[6];
+};
+
+/* ---- Events to the host (ring buffer "events") ----------------------------*/
+enum omniprof_event_type {
+  OMNIPROF_EVENT_PROCESS_UNKNOWN = 1, /* sampled a process the host has not described */
+  OMNIPROF_EVENT_EXEC = 2,            /* a known process called exec: mappings changed */
+  OMNIPROF_EVENT_EXIT = 3,            /* a known process's leader exited */
+};
+
+struct omniprof_event {
+  omniprof_u32 type;
+  omniprof_u32 pid;
+  omniprof_u64 ktime_ns;
+};
+
+/* ---- Per-CPU unwind state, carried across tail calls ----------------------*/
+struct omniprof_unwind_state {
+  omniprof_u64 ip;
+  omniprof_u64 sp;
+  omniprof_u64 bp;
+  omniprof_u32 tail_calls;
+  omniprof_u32 stop_reason; /* a percpu_stats index saying why the walk ended */
+  struct omniprof_stack_key key;
+  struct omniprof_stack stack;
+};
+
+/* ---- Shared map names and default sizes ------------------------------------*/
+#define OMNIPROF_MAP_PROGRAMS "programs"
+#define OMNIPROF_MAP_STACK_COUNTS "stack_counts"
+#define OMNIPROF_MAP_STACK_TRACES "stack_traces"
+#define OMNIPROF_MAP_PROCESS_INFO "process_info"
+#define OMNIPROF_MAP_PERCPU_STATS "percpu_stats"
+#define OMNIPROF_MAP_UNWIND_STATE "unwind_state"
+
+#define OMNIPROF_DEFAULT_STACK_COUNTS 10240
+#define OMNIPROF_DEFAULT_STACK_TRACES 10240
+#define OMNIPROF_DEFAULT_PROCESSES 8192
+
+#endif /* OMNIPROF_BPF_ABI_H */

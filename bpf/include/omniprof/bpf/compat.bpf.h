@@ -1,0 +1,57 @@
+/* Kernel-compatibility shims for omniprof's BPF objects: the only place that
+ * knows about kernel versions. Everything here is CO-RE: the few kernel types
+ * we touch are declared with preserve_access_index and relocated by libbpf
+ * against the running kernel's BTF, so no kernel headers are needed at run
+ * time and one object runs on 5.10 and on today's kernels. */
+#ifndef OMNIPROF_COMPAT_BPF_H
+#define OMNIPROF_COMPAT_BPF_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+/* Only the fields we read; libbpf relocates their offsets. */
+struct task_struct {
+  unsigned int flags;
+  int pid;
+  int tgid;
+  void *stack;
+  struct task_struct *group_leader;
+  char comm[16];
+} __attribute__((preserve_access_index));
+
+#define OMNIPROF_PF_KTHREAD 0x00200000 /* include/linux/sched.h: stable since 2.6 */
+
+/* x86-64: a sample taken in user mode has the low two bits of CS set. */
+static __always_inline int omniprof_regs_user_mode(const struct pt_regs *regs) {
+  return (regs->cs & 3) == 3;
+}
+
+/* The user-mode registers saved at kernel entry, for a sample that landed in
+ * the kernel. bpf_task_pt_regs (5.15) is used when the running kernel has it;
+ * before that, the registers sit at the top of the task's kernel stack
+ * (THREAD_SIZE = 16 KiB on x86-64 without KASAN). The helper check is a
+ * CO-RE enum relocation: on an older kernel the branch is dead code that the
+ * verifier never walks. */
+#define OMNIPROF_X86_THREAD_SIZE (16384)
+
+static __always_inline int omniprof_user_regs(struct task_struct *task, struct pt_regs *out) {
+  if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+    /* bpf_task_pt_regs wants a BTF task pointer: bpf_get_current_task_btf
+     * (5.11) is older than it, so it exists wherever this branch runs. The
+     * kernel's pt_regs has the UAPI layout on x86-64. */
+    void *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (!regs) return -1;
+    return bpf_probe_read_kernel(out, sizeof(*out), regs);
+  }
+  void *stack = BPF_CORE_READ(task, stack);
+  if (!stack) return -1;
+  void *regs = stack + OMNIPROF_X86_THREAD_SIZE - sizeof(struct pt_regs);
+  return bpf_probe_read_kernel(out, sizeof(*out), regs);
+}
+
+#endif /* OMNIPROF_COMPAT_BPF_H */

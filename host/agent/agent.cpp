@@ -1,0 +1,221 @@
+#include "agent/agent.h"
+
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "bpf/bpf_support.h"
+#include "entry.skel.h"
+#include "log/logger.h"
+
+namespace omniprof {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t now_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Names of the host's counters (enum omniprof_host_stat).
+const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
+    "samples",
+    "samples_idle_skipped",
+    "samples_filtered_out",
+    "samples_recorded",
+    "kernel_stack_errors",
+    "kernel_thread_samples",
+    "stack_traces_full",
+    "stack_counts_full_dropped",
+    "tail_call_failed",
+    "events_lost",
+    "process_requests",
+    "unwind_state_missing_dropped",
+    "tail_call_limit_truncated",
+    "stack_truncated_max_depth",
+    "user_regs_errors",
+};
+
+}  // namespace
+
+InstallLayout InstallLayout::from_executable() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  fs::path prefix = ec ? fs::path("/usr") : exe.parent_path().parent_path();
+  return InstallLayout{prefix.string(), (prefix / OMNIPROF_PLUGIN_SUBDIR).string(),
+                       (prefix / OMNIPROF_DATA_SUBDIR).string()};
+}
+
+PluginHostOptions plugin_options(const Config& config, const InstallLayout& layout) {
+  PluginHostOptions options;
+  options.directories.push_back(layout.plugin_dir);
+  for (const auto& dir : config.plugin_directories) options.directories.push_back(dir);
+  options.data_root = (fs::path(layout.data_dir) / "plugins").string();
+  options.runtime_enabled = [config](const std::string& runtime) {
+    return config.runtime_enabled(runtime);
+  };
+  return options;
+}
+
+Agent::Agent(Config config) : config_(std::move(config)), layout_(InstallLayout::from_executable()) {}
+
+Agent::~Agent() { stop(); }
+
+Result<void> Agent::start() {
+  if (auto r = check_bpf_usable(); !r) return r;
+  install_libbpf_logging();
+
+  auto maps = BpfMaps::open();
+  if (!maps) return maps.error();
+  maps_ = std::move(*maps);
+  MapSizes sizes{config_.stack_traces_entries, config_.stack_counts_entries, config_.process_entries};
+  if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
+  maps_->enable_pid_filter(!config_.pids.empty());
+  if (auto r = maps_->load(); !r) {
+    return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(8)));
+  }
+  if (!config_.pids.empty()) {
+    if (auto r = maps_->set_debug_pids(config_.pids); !r) return r;
+  }
+
+  symbolizer_ = std::make_unique<ElfSymbolizer>();
+  plugins_ = std::make_unique<PluginHost>(maps_.get(), symbolizer_.get());
+  plugins_->load_all(plugin_options(config_, layout_));
+  bool native_loaded = false;
+  for (const auto& p : plugins_->plugins()) native_loaded |= p->state == PluginState::kLoaded && p->runtime == "native";
+  if (!native_loaded) {
+    log().warn("no native unwinder loaded (looked in {}): samples will carry kernel frames only",
+               layout_.plugin_dir);
+  }
+
+  auto kernel = KernelSymbols::load();
+  if (kernel) {
+    kernel_symbols_ = std::move(*kernel);
+  } else {
+    log().warn("kernel frames will not be named: {}", kernel.error().message);
+  }
+  processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
+  assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
+                                                  kernel_symbols_ ? &*kernel_symbols_ : nullptr,
+                                                  plugins_.get());
+
+  // Exec and exit notices are BTF tracepoints (5.5+); without them the host
+  // still notices both at the end of each round, later.
+  for (bpf_program* prog : {maps_->skeleton()->progs.omniprof_exec, maps_->skeleton()->progs.omniprof_exit}) {
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      log().warn("cannot attach {}: {}; exec/exit are noticed at round ends only",
+                 bpf_program__name(prog), strerror(errno));
+      continue;
+    }
+    lifecycle_links_.push_back(link);
+  }
+  events_ = ring_buffer__new(
+      maps_->events_fd(),
+      [](void* ctx, void* data, size_t size) -> int {
+        if (size >= sizeof(omniprof_event)) {
+          static_cast<ProcessTracker*>(ctx)->handle_event(*static_cast<omniprof_event*>(data));
+        }
+        return 0;
+      },
+      processes_.get(), nullptr);
+  if (!events_) return make_error(fmt::format("cannot open the events ring buffer: {}", strerror(errno)));
+  event_thread_ = std::thread([this] { poll_events(); });
+
+  processes_->scan(config_.pids);
+
+  auto sampler = PerfSampler::attach(maps_->skeleton()->progs.omniprof_entry, config_.frequency_hz);
+  if (!sampler) return sampler.error();
+  sampler_.emplace(std::move(*sampler));
+  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
+  round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
+  log().info("sampling {} CPUs at {} Hz{}", sampler_->cpu_count(), config_.frequency_hz,
+             config_.pids.empty() ? "" : fmt::format(", {} processes", config_.pids.size()));
+  return ok();
+}
+
+void Agent::poll_events() {
+  while (!stopping_.load()) {
+    int n = ring_buffer__poll(events_, 100);
+    if (n < 0 && n != -EINTR) {
+      log().error("events ring buffer: {}", strerror(-n));
+      break;
+    }
+  }
+}
+
+void Agent::stop_sampling() { sampler_.reset(); }
+
+void Agent::stop() {
+  stop_sampling();
+  stopping_ = true;
+  if (event_thread_.joinable()) event_thread_.join();
+  if (events_) ring_buffer__free(events_);
+  events_ = nullptr;
+  for (bpf_link* link : lifecycle_links_) bpf_link__destroy(link);
+  lifecycle_links_.clear();
+}
+
+Result<void> Agent::collect() {
+  auto r = drain_into(*maps_, round_);
+  if (!r) {
+    drain_errors_++;
+    log().error("draining BPF maps: {}", r.error().message);
+  }
+  return r;
+}
+
+ProfileBuilder Agent::finish_round() {
+  (void)collect();
+  int64_t period_ns = 1000000000LL / config_.frequency_hz;
+  int64_t duration = now_ns(CLOCK_MONOTONIC) - round_start_mono_ns_;
+  ProfileBuilder profile = assembler_->assemble(round_, period_ns, round_start_unix_ns_, duration);
+  profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
+  round_.clear();
+  processes_->end_round();
+  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
+  round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
+  return profile;
+}
+
+std::vector<StatLine> Agent::stats() const {
+  std::vector<StatLine> lines;
+  if (!maps_) return lines;
+  auto values = maps_->read_stats();
+  if (values) {
+    for (int i = 0; i < OMNIPROF_NUM_HOST_STATS; ++i) {
+      if ((*values)[i]) lines.push_back({kHostStatNames[i], (*values)[i]});
+    }
+    for (const auto& [index, name] : plugins_->stat_names()) {
+      if ((*values)[index]) lines.push_back({name, (*values)[index]});
+    }
+  } else {
+    lines.push_back({"percpu_stats_unreadable", 1});
+  }
+  auto ps = processes_->stats();
+  const auto& as = assembler_->stats();
+  for (const auto& [name, value] :
+       std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"host.processes_described", ps.described},
+           {"host.processes_gone_before_read", ps.gone_before_read},
+           {"host.process_info_errors", ps.process_info_errors},
+           {"host.maps_refreshes", ps.maps_refreshes},
+           {"host.frames_symbolized", as.frames},
+           {"host.frames_unnamed", as.unnamed_frames},
+           {"host.symbolizer_errors", as.symbolizer_errors},
+           {"host.samples_of_unknown_processes", as.unknown_processes},
+           {"host.stacks_missing", round_.missing_stacks},
+           {"host.drain_errors", drain_errors_}}) {
+    if (value) lines.push_back({name, value});
+  }
+  return lines;
+}
+
+}  // namespace omniprof

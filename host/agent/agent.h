@@ -1,0 +1,90 @@
+// Agent: the whole profiler wired together. start() checks the machine, loads
+// the host's BPF object and the plugins, describes running processes and
+// attaches the sampler; collect() moves samples from BPF into the current
+// round; finish_round() turns the round into a profile.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/profile_assembler.h"
+#include "agent/round_samples.h"
+#include "bpf/bpf_maps.h"
+#include "bpf/perf_sampler.h"
+#include "common/result.h"
+#include "config/config.h"
+#include "plugins/plugin_host.h"
+#include "process/process_tracker.h"
+#include "symbolize/elf_symbolizer.h"
+#include "symbolize/kernel_symbols.h"
+
+struct ring_buffer;
+
+namespace omniprof {
+
+// Where an installed (or built) tree keeps its parts, found from the path of
+// the running binary: <prefix>/bin/omniprof -> <prefix>/lib/omniprof/plugins.
+struct InstallLayout {
+  std::string prefix;
+  std::string plugin_dir;
+  std::string data_dir;
+  static InstallLayout from_executable();
+};
+
+PluginHostOptions plugin_options(const Config& config, const InstallLayout& layout);
+
+struct StatLine {
+  std::string name;
+  uint64_t value;
+};
+
+class Agent {
+ public:
+  explicit Agent(Config config);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  Result<void> start();
+  // Detaches the perf events: no sample is taken after this returns.
+  void stop_sampling();
+  void stop();
+
+  Result<void> collect();
+  // Builds the profile of the round so far and starts a new round.
+  ProfileBuilder finish_round();
+
+  uint64_t samples_in_round() const { return round_.total(); }
+  // Every non-zero BPF and host counter, named.
+  std::vector<StatLine> stats() const;
+  const PluginHost& plugins() const { return *plugins_; }
+  const Config& config() const { return config_; }
+
+ private:
+  void poll_events();
+
+  Config config_;
+  InstallLayout layout_;
+  std::unique_ptr<BpfMaps> maps_;
+  std::unique_ptr<ElfSymbolizer> symbolizer_;
+  std::unique_ptr<PluginHost> plugins_;
+  std::unique_ptr<ProcessTracker> processes_;
+  std::optional<KernelSymbols> kernel_symbols_;
+  std::unique_ptr<ProfileAssembler> assembler_;
+  std::optional<PerfSampler> sampler_;
+  std::vector<bpf_link*> lifecycle_links_;
+  ring_buffer* events_ = nullptr;
+  std::thread event_thread_;
+  std::atomic<bool> stopping_{false};
+  RoundSamples round_;
+  int64_t round_start_unix_ns_ = 0;
+  int64_t round_start_mono_ns_ = 0;
+  uint64_t drain_errors_ = 0;
+};
+
+}  // namespace omniprof

@@ -1,0 +1,189 @@
+#include "agent/profile_assembler.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "log/logger.h"
+#include "plugins/plugin_host.h"
+#include "process/process_tracker.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/elf_symbolizer.h"
+#include "symbolize/kernel_symbols.h"
+
+namespace omniprof {
+
+namespace {
+
+constexpr uint64_t kKernelStart = 0xffff800000000000ULL;
+
+std::string module_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  return name.empty() ? path : name;
+}
+
+}  // namespace
+
+const std::string& ProfileAssembler::build_id(const std::string& host_path) {
+  auto it = build_ids_.find(host_path);
+  if (it != build_ids_.end()) return it->second;
+  auto id = read_build_id(host_path);
+  return build_ids_.emplace(host_path, id ? *id : std::string()).first->second;
+}
+
+uint64_t ProfileAssembler::marker_location(ProfileBuilder& builder, const std::string& name) {
+  return builder.add_location(0, 0, {ProfileLine{name, "", "", 0}});
+}
+
+uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid, uint64_t address,
+                                           bool leaf) {
+  auto key = std::make_tuple(pid, address, leaf);
+  if (auto it = native_cache_.find(key); it != native_cache_.end()) return it->second;
+  stats_.frames++;
+  // A return address points after the call; the call itself is one byte
+  // earlier, which keeps the frame inside its function when the call is the
+  // last instruction.
+  uint64_t pc = leaf ? address : address - 1;
+
+  auto process = processes_.get(pid);
+  const ProcMapping* mapping = process ? process->mapping_for(pc) : nullptr;
+  if (process && !mapping) {
+    process = processes_.refresh_for_unknown_address(pid);
+    mapping = process ? process->mapping_for(pc) : nullptr;
+  }
+  uint64_t id;
+  if (!mapping) {
+    stats_.unnamed_frames++;
+    id = builder.add_location(0, pc, {ProfileLine{fmt::format("[unknown]+{:#x}", pc), "", "", 0}});
+  } else {
+    bool is_file = !mapping->path.empty() && mapping->path[0] == '/';
+    std::string host_path = is_file ? process->host_path(*mapping) : std::string();
+    std::optional<ElfSymbolizer::Symbol> symbol;
+    uint64_t elf_address = pc - mapping->start + mapping->offset;
+    if (is_file) {
+      auto vaddr = symbolizer_.runtime_to_elf_vaddr(host_path, pc, mapping->start, mapping->offset);
+      if (vaddr) {
+        elf_address = *vaddr;
+        auto found = symbolizer_.symbolize(host_path, elf_address);
+        if (found) {
+          symbol = *found;
+        } else {
+          stats_.symbolizer_errors++;
+          log().debug("symbolize {}: {}", host_path, found.error().message);
+        }
+      } else {
+        stats_.symbolizer_errors++;
+        log().debug("symbolize {}: {}", host_path, vaddr.error().message);
+      }
+    }
+    ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path,
+                      is_file ? build_id(host_path) : std::string(), true};
+    uint64_t mapping_id = builder.add_mapping(pm);
+    ProfileLine line;
+    if (symbol) {
+      line.function = symbol->name;
+      line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
+    } else {
+      stats_.unnamed_frames++;
+      line.function = fmt::format("{}+{:#x}", module_name(mapping->path), elf_address);
+    }
+    id = builder.add_location(mapping_id, pc, {line});
+  }
+  native_cache_.emplace(key, id);
+  return id;
+}
+
+uint64_t ProfileAssembler::kernel_location(ProfileBuilder& builder, uint64_t address) {
+  if (auto it = kernel_cache_.find(address); it != kernel_cache_.end()) return it->second;
+  stats_.frames++;
+  uint64_t mapping_id = builder.add_mapping(
+      ProfileMapping{kKernelStart, UINT64_MAX, 0, "[kernel.kallsyms]", "", true});
+  std::string name;
+  if (kernel_) {
+    if (auto symbol = kernel_->lookup(address)) {
+      name = symbol->module.empty() ? symbol->name : fmt::format("{} [{}]", symbol->name, symbol->module);
+    }
+  }
+  if (name.empty()) {
+    stats_.unnamed_frames++;
+    name = fmt::format("[kernel]+{:#x}", address);
+  }
+  uint64_t id = builder.add_location(mapping_id, address, {ProfileLine{name, "", "", 0}});
+  kernel_cache_.emplace(address, id);
+  return id;
+}
+
+uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid, uint8_t kind,
+                                           uint64_t frame) {
+  stats_.frames++;
+  Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(kind) : nullptr;
+  if (!plugin || !plugin->entry->symbolize_frame) {
+    stats_.unnamed_frames++;
+    return marker_location(builder, fmt::format("[frame kind {}]+{:#x}", kind, frame));
+  }
+  omniprof_symbol symbol{};
+  char error[OMNIPROF_ERROR_LEN] = {0};
+  if (plugin->entry->symbolize_frame(plugin->instance, pid, frame, &symbol, error) != OMNIPROF_OK ||
+      !symbol.function) {
+    stats_.unnamed_frames++;
+    return marker_location(builder, fmt::format("[{}]+{:#x}", plugin->name, frame));
+  }
+  return builder.add_location(
+      0, 0, {ProfileLine{symbol.function, "", symbol.file ? symbol.file : "", symbol.line}});
+}
+
+ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,
+                                          int64_t start_unix_ns, int64_t duration_ns) {
+  ProfileBuilder builder(period_ns, start_unix_ns);
+  builder.set_duration_ns(duration_ns);
+  native_cache_.clear();
+  kernel_cache_.clear();
+
+  std::vector<uint64_t> locations, user_locations;
+  for (const auto& [key, count] : round.counts) {
+    locations.clear();
+    user_locations.clear();
+    int32_t pid = static_cast<int32_t>(key.pid);
+    // User frames are named first so that a process's main executable, not
+    // the kernel, is the profile's first mapping (pprof shows it as "File").
+    if (key.user_stack_id == OMNIPROF_STACK_ID_LOST) {
+      user_locations.push_back(marker_location(builder, "[user stack lost: stack_traces full]"));
+    } else if (key.user_stack_id != OMNIPROF_STACK_ID_NONE) {
+      auto it = round.stacks.find(key.user_stack_id);
+      if (it == round.stacks.end()) {
+        user_locations.push_back(marker_location(builder, "[user stack missing]"));
+      } else {
+        const StackFrames& stack = it->second;
+        for (size_t i = 0; i < stack.frames.size(); ++i) {
+          uint8_t kind = stack.kinds[i];
+          if (kind == OMNIPROF_FRAME_NATIVE) {
+            user_locations.push_back(native_location(builder, pid, stack.frames[i], i == 0));
+          } else {
+            user_locations.push_back(plugin_location(builder, pid, kind, stack.frames[i]));
+          }
+        }
+      }
+    }
+    // Leaf first: kernel frames sit below (are called by) the user frames.
+    if (key.kernel_stack_id == OMNIPROF_STACK_ID_LOST) {
+      locations.push_back(marker_location(builder, "[kernel stack lost: stack_traces full]"));
+    } else if (key.kernel_stack_id != OMNIPROF_STACK_ID_NONE) {
+      auto it = round.stacks.find(key.kernel_stack_id);
+      if (it == round.stacks.end()) {
+        locations.push_back(marker_location(builder, "[kernel stack missing]"));
+      } else {
+        for (uint64_t address : it->second.frames) locations.push_back(kernel_location(builder, address));
+      }
+    }
+    locations.insert(locations.end(), user_locations.begin(), user_locations.end());
+    std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
+    auto process = processes_.get(pid);
+    if (!process) stats_.unknown_processes += count;
+    SampleLabels labels{pid, static_cast<int64_t>(key.tid), process ? process->comm : thread_name,
+                        thread_name};
+    builder.add_sample(locations, static_cast<int64_t>(count), labels);
+  }
+  return builder;
+}
+
+}  // namespace omniprof

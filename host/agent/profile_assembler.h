@@ -1,0 +1,60 @@
+// ProfileAssembler: turns a round's samples into a pprof profile. Native
+// frames are named from ELF symbol tables, kernel frames from kallsyms,
+// interpreter frames by the plugin whose slot produced them. A frame that
+// cannot be named stays in the profile as module+0xoffset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "agent/round_samples.h"
+#include "profile/profile_builder.h"
+
+namespace omniprof {
+
+class ProcessTracker;
+class ElfSymbolizer;
+class KernelSymbols;
+class PluginHost;
+struct ProcessSnapshot;
+struct ProcMapping;
+
+struct AssemblerStats {
+  uint64_t frames = 0;
+  uint64_t unnamed_frames = 0;     // kept as module+0xoffset
+  uint64_t unknown_processes = 0;  // samples of a process gone before it was read
+  uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
+};
+
+class ProfileAssembler {
+ public:
+  ProfileAssembler(ProcessTracker& processes, ElfSymbolizer& symbolizer,
+                   const KernelSymbols* kernel, PluginHost* plugins)
+      : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins) {}
+
+  ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
+                          int64_t duration_ns);
+  const AssemblerStats& stats() const { return stats_; }
+
+ private:
+  uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);
+  uint64_t kernel_location(ProfileBuilder& builder, uint64_t address);
+  uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, uint8_t kind, uint64_t frame);
+  uint64_t marker_location(ProfileBuilder& builder, const std::string& name);
+  const std::string& build_id(const std::string& host_path);
+
+  ProcessTracker& processes_;
+  ElfSymbolizer& symbolizer_;
+  const KernelSymbols* kernel_;
+  PluginHost* plugins_;
+  AssemblerStats stats_;
+  std::unordered_map<std::string, std::string> build_ids_;
+  // Per assemble(): (pid, address, leaf) -> location id.
+  std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
+  std::unordered_map<uint64_t, uint64_t> kernel_cache_;
+};
+
+}  // namespace omniprof

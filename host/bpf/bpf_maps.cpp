@@ -1,0 +1,221 @@
+#include "bpf/bpf_maps.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <string.h>
+
+#include <fmt/format.h>
+
+#include "entry.skel.h"
+#include "log/logger.h"
+
+namespace omniprof {
+
+namespace {
+
+std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
+
+}  // namespace
+
+const std::vector<std::string>& BpfMaps::shared_map_names() {
+  static const std::vector<std::string> names = {
+      OMNIPROF_MAP_PROGRAMS,     OMNIPROF_MAP_STACK_COUNTS,  OMNIPROF_MAP_STACK_TRACES,
+      OMNIPROF_MAP_PROCESS_INFO, OMNIPROF_MAP_PERCPU_STATS, OMNIPROF_MAP_UNWIND_STATE};
+  return names;
+}
+
+BpfMaps::~BpfMaps() {
+  if (skel_) entry_bpf__destroy(skel_);
+}
+
+Result<std::unique_ptr<BpfMaps>> BpfMaps::open() {
+  entry_bpf* skel = entry_bpf__open();
+  if (!skel) return make_error(fmt::format("cannot open the entry BPF object: {}", errno_text(errno)));
+  return std::unique_ptr<BpfMaps>(new BpfMaps(skel));
+}
+
+Result<void> BpfMaps::adjust_map_sizes(const MapSizes& sizes) {
+  struct {
+    bpf_map* map;
+    uint32_t entries;
+  } resizes[] = {{skel_->maps.stack_traces, sizes.stack_traces},
+                 {skel_->maps.stack_counts, sizes.stack_counts},
+                 {skel_->maps.process_info, sizes.processes}};
+  for (auto& r : resizes) {
+    if (int err = bpf_map__set_max_entries(r.map, r.entries); err) {
+      return make_error(fmt::format("cannot size map {} to {} entries: {}", bpf_map__name(r.map),
+                                    r.entries, errno_text(err)));
+    }
+  }
+  return ok();
+}
+
+void BpfMaps::enable_pid_filter(bool enabled) { skel_->rodata->filter_pids = enabled ? 1 : 0; }
+
+Result<void> BpfMaps::load() {
+  if (int err = entry_bpf__load(skel_); err) {
+    return make_error(fmt::format("cannot load the entry BPF object: {}", errno_text(err)));
+  }
+  for (const auto& name : shared_map_names()) {
+    bpf_map* map = bpf_object__find_map_by_name(skel_->obj, name.c_str());
+    if (!map) return make_error(fmt::format("entry BPF object has no map {}", name));
+    shared_fds_[name] = bpf_map__fd(map);
+  }
+  return update_tail_call(OMNIPROF_SLOT_STOP, bpf_program__fd(skel_->progs.omniprof_stop));
+}
+
+Result<void> BpfMaps::reuse_maps(bpf_object* plugin_object) const {
+  bpf_map* map = nullptr;
+  bpf_object__for_each_map(map, plugin_object) {
+    auto it = shared_fds_.find(bpf_map__name(map));
+    if (it == shared_fds_.end()) continue;  // the plugin's private map
+    if (int err = bpf_map__reuse_fd(map, it->second); err) {
+      return make_error(
+          fmt::format("cannot reuse the host's map {}: {}", it->first, errno_text(err)));
+    }
+  }
+  return ok();
+}
+
+Result<void> BpfMaps::update_tail_call(uint32_t slot, int program_fd) {
+  if (slot >= OMNIPROF_NUM_SLOTS) return make_error(fmt::format("tail-call slot {} out of range", slot));
+  if (bpf_map_update_elem(map_fd(OMNIPROF_MAP_PROGRAMS), &slot, &program_fd, BPF_ANY) != 0) {
+    return make_error(fmt::format("cannot set tail-call slot {}: {}", slot, errno_text(errno)));
+  }
+  return ok();
+}
+
+Result<void> BpfMaps::clear_tail_call(uint32_t slot) {
+  if (bpf_map_delete_elem(map_fd(OMNIPROF_MAP_PROGRAMS), &slot) != 0 && errno != ENOENT) {
+    return make_error(fmt::format("cannot clear tail-call slot {}: {}", slot, errno_text(errno)));
+  }
+  return ok();
+}
+
+Result<void> BpfMaps::set_debug_pids(const std::vector<int32_t>& pids) {
+  int fd = bpf_map__fd(skel_->maps.pid_filter);
+  uint32_t key = 0, next = 0;
+  std::vector<uint32_t> old;
+  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
+       err = bpf_map_get_next_key(fd, &key, &next)) {
+    old.push_back(next);
+    key = next;
+  }
+  for (uint32_t pid : old) bpf_map_delete_elem(fd, &pid);
+  for (int32_t pid : pids) {
+    uint32_t k = static_cast<uint32_t>(pid);
+    uint8_t one = 1;
+    if (bpf_map_update_elem(fd, &k, &one, BPF_ANY) != 0) {
+      return make_error(fmt::format("cannot add pid {} to the filter: {}", pid, errno_text(errno)));
+    }
+  }
+  return ok();
+}
+
+Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
+  int fd = map_fd(OMNIPROF_MAP_STACK_COUNTS);
+  std::vector<omniprof_stack_key> keys;
+  omniprof_stack_key key{}, next{};
+  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
+       err = bpf_map_get_next_key(fd, &key, &next)) {
+    keys.push_back(next);
+    key = next;
+  }
+  std::vector<StackCount> counts;
+  counts.reserve(keys.size());
+  for (const auto& k : keys) {
+    uint64_t value = 0;
+    if (lookup_and_delete_ != Support::kNo) {
+      if (bpf_map_lookup_and_delete_elem(fd, &k, &value) == 0) {
+        lookup_and_delete_ = Support::kYes;
+        counts.push_back({k, value});
+        continue;
+      }
+      if (errno == ENOENT) continue;
+      if (lookup_and_delete_ == Support::kYes) {
+        return make_error(fmt::format("cannot drain stack_counts: {}", errno_text(errno)));
+      }
+      // Kernels before 5.14 reject lookup-and-delete on hash maps.
+      lookup_and_delete_ = Support::kNo;
+      log().debug("stack_counts: lookup-and-delete unsupported ({}), using lookup then delete",
+                  errno_text(errno));
+    }
+    if (bpf_map_lookup_elem(fd, &k, &value) != 0) continue;
+    bpf_map_delete_elem(fd, &k);
+    counts.push_back({k, value});
+  }
+  return counts;
+}
+
+Result<StackFrames> BpfMaps::read_stack(uint64_t stack_id) const {
+  omniprof_stack stack;
+  if (bpf_map_lookup_elem(map_fd(OMNIPROF_MAP_STACK_TRACES), &stack_id, &stack) != 0) {
+    return make_error(fmt::format("stack {:#x} not in stack_traces: {}", stack_id, errno_text(errno)));
+  }
+  uint32_t len = std::min<uint32_t>(stack.len, OMNIPROF_MAX_STACK_DEPTH);
+  StackFrames out;
+  out.frames.assign(stack.frames, stack.frames + len);
+  out.kinds.assign(stack.kinds, stack.kinds + len);
+  return out;
+}
+
+Result<void> BpfMaps::finalize_profile_loop(const std::unordered_set<uint64_t>& referenced) {
+  int fd = map_fd(OMNIPROF_MAP_STACK_TRACES);
+  std::vector<uint64_t> ids;
+  uint64_t key = 0, next = 0;
+  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
+       err = bpf_map_get_next_key(fd, &key, &next)) {
+    ids.push_back(next);
+    key = next;
+  }
+  std::unordered_set<uint64_t> unreferenced;
+  for (uint64_t id : ids) {
+    if (referenced.count(id)) continue;
+    if (unreferenced_last_drain_.count(id)) {
+      bpf_map_delete_elem(fd, &id);
+    } else {
+      unreferenced.insert(id);
+    }
+  }
+  unreferenced_last_drain_ = std::move(unreferenced);
+  return ok();
+}
+
+Result<void> BpfMaps::write_process_info(int32_t pid, const omniprof_process_info& info) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  if (bpf_map_update_elem(map_fd(OMNIPROF_MAP_PROCESS_INFO), &key, &info, BPF_ANY) != 0) {
+    return make_error(
+        fmt::format("cannot write process_info for pid {}: {}", pid, errno_text(errno)));
+  }
+  return ok();
+}
+
+void BpfMaps::delete_process_info(int32_t pid) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  bpf_map_delete_elem(map_fd(OMNIPROF_MAP_PROCESS_INFO), &key);
+}
+
+Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return make_error("cannot count possible CPUs");
+  std::vector<uint64_t> per_cpu(cpus);
+  std::vector<uint64_t> totals(OMNIPROF_NUM_STATS, 0);
+  int fd = map_fd(OMNIPROF_MAP_PERCPU_STATS);
+  for (uint32_t i = 0; i < OMNIPROF_NUM_STATS; ++i) {
+    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) {
+      return make_error(fmt::format("cannot read percpu_stats[{}]: {}", i, errno_text(errno)));
+    }
+    for (uint64_t v : per_cpu) totals[i] += v;
+  }
+  return totals;
+}
+
+int BpfMaps::map_fd(const std::string& name) const {
+  auto it = shared_fds_.find(name);
+  return it == shared_fds_.end() ? -1 : it->second;
+}
+
+int BpfMaps::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+
+}  // namespace omniprof

@@ -1,0 +1,96 @@
+// BpfMaps: the owner of every shared BPF map and of the tail-call array (the
+// role Parca's bpfmaps.Maps plays in seed 000). It loads the host's entry
+// object, which creates the maps, and keeps their fds for its whole life: the
+// kernel empties a PROG_ARRAY when its last user-space fd closes, which would
+// silently unhook every unwinder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/result.h"
+#include "omniprof/bpf/abi.h"
+
+struct entry_bpf;
+struct bpf_object;
+
+namespace omniprof {
+
+struct MapSizes {
+  uint32_t stack_traces = OMNIPROF_DEFAULT_STACK_TRACES;
+  uint32_t stack_counts = OMNIPROF_DEFAULT_STACK_COUNTS;
+  uint32_t processes = OMNIPROF_DEFAULT_PROCESSES;
+};
+
+struct StackCount {
+  omniprof_stack_key key;
+  uint64_t count;
+};
+
+struct StackFrames {
+  std::vector<uint64_t> frames;  // leaf first
+  std::vector<uint8_t> kinds;    // omniprof_frame_kind per frame
+};
+
+class BpfMaps {
+ public:
+  ~BpfMaps();
+  BpfMaps(const BpfMaps&) = delete;
+  BpfMaps& operator=(const BpfMaps&) = delete;
+
+  // Opens the host's entry object (not loaded yet).
+  static Result<std::unique_ptr<BpfMaps>> open();
+
+  // Before load: map sizes from the config, and whether -p filtering is on.
+  Result<void> adjust_map_sizes(const MapSizes& sizes);
+  void enable_pid_filter(bool enabled);
+  // Loads the entry object: creates the shared maps and the host programs,
+  // and puts the STOP program in its slot.
+  Result<void> load();
+
+  // Points every shared map a plugin object declares at the host's map.
+  // Must run between bpf_object__open and bpf_object__load of that object.
+  Result<void> reuse_maps(bpf_object* plugin_object) const;
+  Result<void> update_tail_call(uint32_t slot, int program_fd);
+  Result<void> clear_tail_call(uint32_t slot);
+
+  // Keeps only these processes (with enable_pid_filter before load).
+  Result<void> set_debug_pids(const std::vector<int32_t>& pids);
+
+  // Moves every count out of stack_counts (atomic lookup-and-delete where the
+  // kernel has it, 5.14+; lookup then delete before that).
+  Result<std::vector<StackCount>> drain_stack_counts();
+  Result<StackFrames> read_stack(uint64_t stack_id) const;
+  // Deletes stacks no count has referenced for two drains in a row. Two, not
+  // one: a stack stored just after the counts were drained belongs to a
+  // count the next drain will see.
+  Result<void> finalize_profile_loop(const std::unordered_set<uint64_t>& referenced);
+
+  Result<void> write_process_info(int32_t pid, const omniprof_process_info& info);
+  void delete_process_info(int32_t pid);
+
+  // percpu_stats summed over CPUs, OMNIPROF_NUM_STATS entries.
+  Result<std::vector<uint64_t>> read_stats() const;
+
+  int map_fd(const std::string& name) const;  // shared maps only; -1 if unknown
+  int events_fd() const;
+  entry_bpf* skeleton() { return skel_; }
+  bool lookup_and_delete_supported() const { return lookup_and_delete_ == Support::kYes; }
+
+  static const std::vector<std::string>& shared_map_names();
+
+ private:
+  enum class Support { kUnknown, kYes, kNo };
+  explicit BpfMaps(entry_bpf* skel) : skel_(skel) {}
+
+  entry_bpf* skel_ = nullptr;
+  std::unordered_map<std::string, int> shared_fds_;
+  std::unordered_set<uint64_t> unreferenced_last_drain_;
+  Support lookup_and_delete_ = Support::kUnknown;
+};
+
+}  // namespace omniprof

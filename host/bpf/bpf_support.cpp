@@ -1,0 +1,106 @@
+#include "bpf/bpf_support.h"
+
+#include <bpf/libbpf.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdarg>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include "bpf/perf_sampler.h"
+#include "log/logger.h"
+
+namespace omniprof {
+
+namespace {
+
+bool has_capability(int cap) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
+}
+
+std::mutex g_log_mutex;
+std::deque<std::string> g_log_tail;
+
+int libbpf_print(enum libbpf_print_level level, const char* format, va_list args) {
+  // One call can carry a whole verifier log: split it into lines.
+  char* text = nullptr;
+  if (vasprintf(&text, format, args) < 0) return 0;
+  std::string message(text);
+  free(text);
+  size_t start = 0;
+  while (start < message.size()) {
+    size_t end = message.find('\n', start);
+    if (end == std::string::npos) end = message.size();
+    std::string line = message.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    {
+      std::lock_guard<std::mutex> lock(g_log_mutex);
+      g_log_tail.push_back(line);
+      if (g_log_tail.size() > 64) g_log_tail.pop_front();
+    }
+    if (level == LIBBPF_WARN) {
+      log().debug("libbpf: {}", line);  // surfaced by the caller with its context
+    } else {
+      log().trace("libbpf: {}", line);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void install_libbpf_logging() { libbpf_set_print(libbpf_print); }
+
+std::string take_libbpf_log_tail(size_t max_lines) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  std::string out;
+  size_t start = g_log_tail.size() > max_lines ? g_log_tail.size() - max_lines : 0;
+  for (size_t i = start; i < g_log_tail.size(); ++i) {
+    if (g_log_tail[i].empty()) continue;
+    if (!out.empty()) out += " | ";
+    out += g_log_tail[i];
+  }
+  g_log_tail.clear();
+  return out;
+}
+
+Result<void> check_bpf_usable() {
+  constexpr int kCapPerfmon = 38, kCapBpf = 39;
+  if (geteuid() != 0 && !(has_capability(kCapBpf) && has_capability(kCapPerfmon))) {
+    return make_error(
+        "omniprof needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs: run it with sudo");
+  }
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+    return make_error(
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): omniprof needs a kernel "
+        "built with CONFIG_DEBUG_INFO_BTF=y (5.10 or later)");
+  }
+  if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, nullptr) != 1) {
+    return make_error(
+        "BPF perf_event programs cannot be loaded here (seccomp, a container without CAP_BPF, or "
+        "kernel.unprivileged_bpf_disabled): run omniprof as root on the host");
+  }
+  auto cpus = online_cpus();
+  if (!cpus) return cpus.error();
+  auto event = open_cpu_clock_event(cpus->front(), 1);
+  if (!event) {
+    std::string paranoid;
+    std::ifstream("/proc/sys/kernel/perf_event_paranoid") >> paranoid;
+    return make_error(fmt::format(
+        "perf events are unavailable: {} (kernel.perf_event_paranoid={}); run as root, or lower "
+        "it with sysctl kernel.perf_event_paranoid=-1",
+        event.error().message, paranoid.empty() ? "?" : paranoid));
+  }
+  return ok();
+}
+
+}  // namespace omniprof

@@ -1,0 +1,226 @@
+// omniprof command line: record, run, plugins. Fatal errors are exceptions
+// caught here; everything recoverable comes back as a Result.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "bpf/bpf_maps.h"
+#include "bpf/bpf_support.h"
+#include "config/config.h"
+#include "log/logger.h"
+#include "plugins/plugin_host.h"
+#include "symbolize/elf_symbolizer.h"
+
+namespace fs = std::filesystem;
+using namespace omniprof;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+void install_signal_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Sleeps up to `ms`, waking early on SIGINT/SIGTERM.
+void interruptible_sleep(int64_t ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!g_stop && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+[[noreturn]] void fail(const std::string& message, int code = 1) {
+  std::cerr << "omniprof: " << message << "\n";
+  std::exit(code);
+}
+
+Config load_config(const std::string& path, uint32_t default_hz) {
+  if (path.empty()) return default_config(default_hz);
+  auto config = load_config_file(path, default_hz);
+  if (!config) fail(config.error().message);
+  return *config;
+}
+
+void print_top(const ProfileBuilder& profile, size_t n) {
+  int64_t total = profile.total_samples();
+  std::cout << fmt::format("{} samples, top {} functions by self time:\n", total, n);
+  std::cout << fmt::format("{:>8} {:>6} {:>8} {:>6}  {}\n", "flat", "flat%", "cum", "cum%", "function");
+  for (const auto& f : profile.top_functions(n)) {
+    double flat_pct = total ? 100.0 * f.flat / total : 0;
+    double cum_pct = total ? 100.0 * f.cumulative / total : 0;
+    std::cout << fmt::format("{:>8} {:>5.1f}% {:>8} {:>5.1f}%  {}\n", f.flat, flat_pct, f.cumulative,
+                             cum_pct, f.function);
+  }
+}
+
+void print_stats(const Agent& agent, std::ostream& out) {
+  out << "counters:\n";
+  for (const auto& line : agent.stats()) out << fmt::format("  {:<40} {}\n", line.name, line.value);
+}
+
+int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<int32_t>& pids,
+               uint32_t seconds, const std::string& output, size_t top) {
+  Config config = load_config(config_path, kRecordDefaultFrequencyHz);
+  if (hz) config.frequency_hz = hz;
+  if (!pids.empty()) config.pids = pids;
+  set_log_level(config.log_level);
+  Agent agent(config);
+  if (auto r = agent.start(); !r) fail(r.error().message, 2);
+  install_signal_handlers();
+
+  bool tty = isatty(STDERR_FILENO);
+  auto start = std::chrono::steady_clock::now();
+  for (uint32_t s = 1; s <= seconds && !g_stop; ++s) {
+    interruptible_sleep(1000);
+    (void)agent.collect();
+    auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string progress = fmt::format("recording: {:.0f}/{} s, {} samples", elapsed, seconds,
+                                       agent.samples_in_round());
+    if (tty) {
+      std::cerr << "\r" << progress << std::flush;
+    } else if (s % 5 == 0 || s == seconds) {
+      std::cerr << progress << "\n";
+    }
+  }
+  if (tty) std::cerr << "\n";
+  // Stop sampling first so that every sample counted lands in the profile.
+  agent.stop_sampling();
+  ProfileBuilder profile = agent.finish_round();
+  agent.stop();
+  if (auto r = profile.write_gzip(output); !r) fail(r.error().message, 1);
+  std::cout << fmt::format("wrote {} ({} samples)\n", output, profile.total_samples());
+  print_top(profile, top);
+  print_stats(agent, std::cout);
+  return 0;
+}
+
+std::string round_file_name() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tm utc{};
+  gmtime_r(&ts.tv_sec, &utc);
+  char buffer[64];
+  strftime(buffer, sizeof(buffer), "%Y%m%dT%H%M%S", &utc);
+  return fmt::format("profile-{}.{:03d}Z.pb.gz", buffer, ts.tv_nsec / 1000000);
+}
+
+int cmd_run(const std::string& config_path, uint32_t rounds) {
+  Config config = load_config(config_path, kRunDefaultFrequencyHz);
+  set_log_level(config.log_level);
+  std::error_code ec;
+  fs::create_directories(config.output_directory, ec);
+  if (ec) fail(fmt::format("output.directory {}: {}", config.output_directory, ec.message()));
+  Agent agent(config);
+  if (auto r = agent.start(); !r) fail(r.error().message, 2);
+  install_signal_handlers();
+
+  for (uint32_t round = 1; !g_stop && (rounds == 0 || round <= rounds); ++round) {
+    for (uint32_t s = 0; s < config.round_seconds && !g_stop; ++s) {
+      interruptible_sleep(1000);
+      (void)agent.collect();
+    }
+    if (g_stop) agent.stop_sampling();  // the last round: keep every sample counted
+    ProfileBuilder profile = agent.finish_round();
+    std::string path = (fs::path(config.output_directory) / round_file_name()).string();
+    if (auto r = profile.write_gzip(path); !r) {
+      log().error("round {}: {}", round, r.error().message);
+      continue;
+    }
+    std::string counters;
+    for (const auto& line : agent.stats()) counters += fmt::format(" {}={}", line.name, line.value);
+    log().info("round {}: wrote {} ({} samples);{}", round, path, profile.total_samples(), counters);
+  }
+  agent.stop();
+  return 0;
+}
+
+int cmd_plugins(const std::string& config_path) {
+  Config config = load_config(config_path, kRunDefaultFrequencyHz);
+  set_log_level("warn");
+  InstallLayout layout = InstallLayout::from_executable();
+  PluginHostOptions options = plugin_options(config, layout);
+
+  // Load into real maps when this machine can run BPF, so a plugin whose
+  // object fails the verifier shows as refused; otherwise check only.
+  std::unique_ptr<BpfMaps> maps;
+  auto usable = check_bpf_usable();
+  if (usable) {
+    install_libbpf_logging();
+    auto opened = BpfMaps::open();
+    if (opened && (*opened)->load()) maps = std::move(*opened);
+  }
+  ElfSymbolizer symbolizer;
+  PluginHost host(maps.get(), &symbolizer);
+  host.load_all(options);
+  std::cout << fmt::format("plugin directories: {}\n", fmt::join(options.directories, ", "));
+  if (!maps) {
+    std::cout << fmt::format("BPF objects not loaded ({}): showing ABI checks only\n",
+                             usable ? "the host's BPF object did not load" : usable.error().message);
+  }
+  if (host.plugins().empty()) std::cout << "no plugins found\n";
+  for (const auto& p : host.plugins()) {
+    std::string what = p->name.empty() ? fs::path(p->path).filename().string()
+                                       : fmt::format("{} {} (runtime {})", p->name, p->version, p->runtime);
+    std::cout << fmt::format("{:<9} {}  {}", plugin_state_name(p->state), what, p->path);
+    if (p->state == PluginState::kLoaded) std::cout << fmt::format("  slot {}", p->slot);
+    if (!p->reason.empty()) std::cout << fmt::format("\n          reason: {}", p->reason);
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"omniprof: whole-system CPU profiler (eBPF, pprof output)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", OMNIPROF_VERSION);
+
+  std::string config_path;
+  uint32_t hz = 0, seconds = 10;
+  std::vector<int32_t> pids;
+  std::string output = "profile.pb.gz";
+  size_t top = 20;
+  auto* record = app.add_subcommand("record", "profile for a while and write one pprof file");
+  record->add_option("-F,--frequency", hz, "samples per second per CPU (default 99)")->check(CLI::Range(1, 1000));
+  record->add_option("-p,--pid", pids, "only these processes (repeatable)")->check(CLI::PositiveNumber);
+  record->add_option("-d,--duration", seconds, "seconds to record")->check(CLI::Range(1, 86400));
+  record->add_option("-o,--output", output, "pprof file to write (gzip'd)");
+  record->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+  record->add_option("--top", top, "functions to print");
+
+  uint32_t rounds = 0;
+  auto* run = app.add_subcommand("run", "profile continuously, one pprof file per round");
+  run->add_option("--config", config_path, "YAML config file")->required()->check(CLI::ExistingFile);
+  run->add_option("--rounds", rounds, "stop after this many rounds (default: until SIGINT/SIGTERM)");
+
+  auto* plugins = app.add_subcommand("plugins", "list plugins: loaded, disabled by config, or refused");
+  plugins->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*record) return cmd_record(config_path, hz, pids, seconds, output, top);
+    if (*run) return cmd_run(config_path, rounds);
+    if (*plugins) return cmd_plugins(config_path);
+  } catch (const std::exception& e) {
+    fail(e.what(), 1);
+  }
+  return 1;
+}

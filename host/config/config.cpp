@@ -1,0 +1,431 @@
+#include "config/config.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "common/unique_fd.h"
+
+namespace omniprof {
+
+bool Config::runtime_enabled(const std::string& runtime) const {
+  auto it = runtimes.find(runtime);
+  return it == runtimes.end() || it->second;
+}
+
+Config default_config(uint32_t default_frequency_hz) {
+  Config config;
+  config.frequency_hz = default_frequency_hz;
+  return config;
+}
+
+namespace {
+
+struct IntegerRange {
+  int64_t min;
+  int64_t max;
+};
+
+constexpr IntegerRange kFrequencyRange{1, 1000};
+constexpr IntegerRange kRoundSecondsRange{1, 3600};
+constexpr IntegerRange kStackMapRange{1024, 1048576};
+constexpr IntegerRange kProcessMapRange{64, 1048576};
+constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
+
+constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
+
+// A value in the document and where it came from, for error messages.
+struct Located {
+  YAML::Node node;
+  std::string key;   // the mapping key it is the value of; empty for list elements
+  std::string path;  // "sampling.frequency_hz", "pids[2]"
+  // The line to blame. A null value (`key:` with nothing after it) carries the
+  // mark of whatever follows it in yaml-cpp, so the key's line is used then.
+  int line;  // 0-based as in YAML::Mark, -1 if unknown
+};
+
+int line_of(const YAML::Node& node, const YAML::Mark& fallback) {
+  const YAML::Mark mark = node.Mark();
+  if (node.IsNull() || mark.is_null()) return fallback.is_null() ? -1 : fallback.line;
+  return mark.line;
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  return fmt::format("\"{}\"", node.Scalar());
+}
+
+std::string join(std::initializer_list<std::string_view> words) {
+  std::string joined;
+  for (std::string_view word : words) {
+    if (!joined.empty()) joined += ", ";
+    joined += word;
+  }
+  return joined;
+}
+
+enum class ParsedInteger { kOk, kNotAnInteger, kOutOfRange };
+
+// Decimal or 0x-hexadecimal, optionally signed. Hand-rolled rather than
+// yaml-cpp's as<int64_t>(), which reads "010240" as octal and would silently
+// shrink a map size written with a leading zero.
+ParsedInteger parse_integer(std::string_view text, int64_t& value) {
+  bool negative = false;
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
+    negative = text.front() == '-';
+    text.remove_prefix(1);
+  }
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    base = 16;
+    text.remove_prefix(2);
+  }
+  if (text.empty() || text.front() == '-' || text.front() == '+')
+    return ParsedInteger::kNotAnInteger;
+  uint64_t magnitude = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), magnitude, base);
+  if (end != text.data() + text.size()) return ParsedInteger::kNotAnInteger;
+  if (ec == std::errc::result_out_of_range) return ParsedInteger::kOutOfRange;
+  if (ec != std::errc()) return ParsedInteger::kNotAnInteger;
+  constexpr uint64_t kMaxMagnitude = std::numeric_limits<int64_t>::max();
+  if (magnitude > kMaxMagnitude + (negative ? 1 : 0)) return ParsedInteger::kOutOfRange;
+  value = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+  return ParsedInteger::kOk;
+}
+
+// Applies one YAML document over a Config. Only the keys the document sets
+// change, so a later document (a conf.d drop-in) can be applied over an
+// earlier one with the same code.
+class DocumentApplier {
+ public:
+  DocumentApplier(std::string_view source_name, Config& config)
+      : source_name_(source_name), config_(config) {}
+
+  Result<void> apply(const YAML::Node& root) {
+    // A document with nothing in it (only comments, or a bare `---`) sets nothing.
+    if (root.IsNull()) return ok();
+    Located top{root, "", "", line_of(root, YAML::Mark::null_mark())};
+    if (!root.IsMap()) {
+      return error_at(top, fmt::format("expected a mapping of settings at the top level, got {}",
+                                       describe(root)));
+    }
+    auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
+                                         "runtimes", "pids", "maps", "log_level"});
+    if (!entries) return entries.error();
+    for (const Located& entry : *entries) {
+      Result<void> applied = apply_top_level(entry);
+      if (!applied) return applied;
+    }
+    return ok();
+  }
+
+ private:
+  Result<void> apply_top_level(const Located& entry) {
+    const std::string& key = entry.key;
+    if (key == "sampling") {
+      return apply_section(entry, {"frequency_hz"}, [&](const Located& field) {
+        return read_unsigned(field, kFrequencyRange, config_.frequency_hz);
+      });
+    }
+    if (key == "round_seconds")
+      return read_unsigned(entry, kRoundSecondsRange, config_.round_seconds);
+    if (key == "output") {
+      return apply_section(entry, {"directory"}, [&](const Located& field) {
+        return read_path(field, config_.output_directory);
+      });
+    }
+    if (key == "plugins") {
+      return apply_section(entry, {"directories"}, [&](const Located& field) {
+        return read_path_list(field, config_.plugin_directories);
+      });
+    }
+    if (key == "runtimes") return apply_runtimes(entry);
+    if (key == "pids") return read_pids(entry);
+    if (key == "maps") {
+      return apply_section(
+          entry, {"stack_traces", "stack_counts", "processes"}, [&](const Located& field) {
+            const std::string& name = field.key;
+            if (name == "stack_traces")
+              return read_unsigned(field, kStackMapRange, config_.stack_traces_entries);
+            if (name == "stack_counts")
+              return read_unsigned(field, kStackMapRange, config_.stack_counts_entries);
+            return read_unsigned(field, kProcessMapRange, config_.process_entries);
+          });
+    }
+    // mapping_entries() let only the known keys through.
+    return read_log_level(entry);
+  }
+
+  // A nested mapping whose keys are all in `known`. A section left empty
+  // (`maps:` with its children commented out) is a null node and sets nothing.
+  template <typename ApplyField>
+  Result<void> apply_section(const Located& section, std::initializer_list<std::string_view> known,
+                             ApplyField apply_field) {
+    if (section.node.IsNull()) return ok();
+    auto entries = mapping_entries(section, known);
+    if (!entries) return entries.error();
+    for (const Located& field : *entries) {
+      Result<void> applied = apply_field(field);
+      if (!applied) return applied;
+    }
+    return ok();
+  }
+
+  // The key/value pairs of a mapping, in document order, with their paths.
+  // yaml-cpp keeps duplicate keys without a word, so they are caught here.
+  // An empty `known` accepts any key (the caller validates it).
+  Result<std::vector<Located>> mapping_entries(const Located& mapping,
+                                               std::initializer_list<std::string_view> known) {
+    if (!mapping.node.IsMap()) {
+      return error_at(mapping, fmt::format("expected a mapping, got {}", describe(mapping.node)));
+    }
+    std::vector<Located> entries;
+    std::map<std::string, int> first_line_of_key;
+    // Copies, not references: yaml-cpp's iterator hands out a temporary
+    // pair, so `it->first` dangles at the end of the statement.
+    for (const auto& key_and_value : mapping.node) {
+      const YAML::Node key = key_and_value.first;
+      const YAML::Node value = key_and_value.second;
+      const YAML::Mark key_mark = key.Mark();
+      const int key_line = key_mark.is_null() ? mapping.line : key_mark.line;
+      if (!key.IsScalar()) {
+        return error_at(Located{key, "", mapping.path, key_line},
+                        fmt::format("keys must be plain names, got {}", describe(key)));
+      }
+      const std::string& name = key.Scalar();
+      Located entry{value, name, child_path(mapping.path, name), line_of(value, key_mark)};
+      if (known.size() != 0 &&
+          std::find(known.begin(), known.end(), std::string_view(name)) == known.end()) {
+        return error_at(Located{key, name, entry.path, key_line},
+                        fmt::format("unknown key (known: {})", join(known)));
+      }
+      auto [previous, inserted] = first_line_of_key.emplace(name, key_line);
+      if (!inserted) {
+        return error_at(Located{key, name, entry.path, key_line},
+                        fmt::format("duplicate key (first set on line {})", previous->second + 1));
+      }
+      entries.push_back(std::move(entry));
+    }
+    return entries;
+  }
+
+  template <typename Unsigned>
+  Result<void> read_unsigned(const Located& field, IntegerRange range, Unsigned& out) {
+    auto value = read_integer(field, range);
+    if (!value) return value.error();
+    out = static_cast<Unsigned>(*value);
+    return ok();
+  }
+
+  Result<int64_t> read_integer(const Located& field, IntegerRange range) {
+    if (!field.node.IsScalar()) return expected_integer(field, range);
+    int64_t value = 0;
+    switch (parse_integer(field.node.Scalar(), value)) {
+      case ParsedInteger::kNotAnInteger:
+        return expected_integer(field, range);
+      case ParsedInteger::kOutOfRange:
+        return out_of_range(field, field.node.Scalar(), range);
+      case ParsedInteger::kOk:
+        break;
+    }
+    if (value < range.min || value > range.max)
+      return out_of_range(field, field.node.Scalar(), range);
+    return value;
+  }
+
+  Error expected_integer(const Located& field, IntegerRange range) {
+    return error_at(field, fmt::format("expected an integer from {} to {}, got {}", range.min,
+                                       range.max, describe(field.node)));
+  }
+
+  Error out_of_range(const Located& field, std::string_view text, IntegerRange range) {
+    return error_at(field, fmt::format("{} is out of range {}..{}", text, range.min, range.max));
+  }
+
+  Result<void> read_path(const Located& field, std::string& out) {
+    if (!field.node.IsScalar() || field.node.Scalar().empty()) {
+      return error_at(field,
+                      fmt::format("expected a directory path, got {}", describe(field.node)));
+    }
+    out = field.node.Scalar();
+    return ok();
+  }
+
+  Result<void> read_path_list(const Located& field, std::vector<std::string>& out) {
+    std::vector<std::string> paths;
+    auto elements = sequence_elements(field, "directory paths");
+    if (!elements) return elements.error();
+    for (const Located& element : *elements) {
+      Result<void> read = read_path(element, paths.emplace_back());
+      if (!read) return read;
+    }
+    out = std::move(paths);
+    return ok();
+  }
+
+  Result<void> read_pids(const Located& field) {
+    auto elements = sequence_elements(field, "process ids");
+    if (!elements) return elements.error();
+    std::vector<int32_t> pids;
+    for (const Located& element : *elements) {
+      auto pid = read_integer(element, kPidRange);
+      if (!pid) return pid.error();
+      // A repeated pid is harmless to profile but is most likely a typo for
+      // another process, which would then silently not be profiled.
+      if (std::find(pids.begin(), pids.end(), *pid) != pids.end()) {
+        return error_at(element, fmt::format("process {} is listed twice", *pid));
+      }
+      pids.push_back(static_cast<int32_t>(*pid));
+    }
+    config_.pids = std::move(pids);
+    return ok();
+  }
+
+  // The elements of a list with their paths. A key left empty (`pids:` with
+  // its entries commented out) is the empty list.
+  Result<std::vector<Located>> sequence_elements(const Located& field, std::string_view what) {
+    std::vector<Located> elements;
+    if (field.node.IsNull()) return elements;
+    if (!field.node.IsSequence()) {
+      return error_at(field,
+                      fmt::format("expected a list of {}, got {}", what, describe(field.node)));
+    }
+    for (std::size_t i = 0; i < field.node.size(); ++i) {
+      YAML::Node element = field.node[i];
+      elements.push_back(Located{element, "", fmt::format("{}[{}]", field.path, i),
+                                 element.IsNull() ? field.line : element.Mark().line});
+    }
+    return elements;
+  }
+
+  Result<void> apply_runtimes(const Located& section) {
+    if (section.node.IsNull()) return ok();
+    auto entries = mapping_entries(section, {});
+    if (!entries) return entries.error();
+    for (const Located& entry : *entries) {
+      const std::string& name = entry.key;
+      // Names must match the `runtime` a plugin declares, which are lowercase
+      // identifiers; "Python" here would never match anything.
+      if (!is_runtime_name(name)) {
+        return error_at(entry, "runtime names are lowercase letters, digits, '_' and '-'");
+      }
+      bool enabled = false;
+      if (!entry.node.IsScalar() || !YAML::convert<bool>::decode(entry.node, enabled)) {
+        return error_at(entry, fmt::format("expected true or false, got {}", describe(entry.node)));
+      }
+      config_.runtimes[name] = enabled;
+    }
+    return ok();
+  }
+
+  static bool is_runtime_name(std::string_view name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+  }
+
+  Result<void> read_log_level(const Located& field) {
+    if (field.node.IsScalar() && std::find(std::begin(kLogLevels), std::end(kLogLevels),
+                                           field.node.Scalar()) != std::end(kLogLevels)) {
+      config_.log_level = field.node.Scalar();
+      return ok();
+    }
+    return error_at(field, fmt::format("expected one of debug, info, warn, error, got {}",
+                                       describe(field.node)));
+  }
+
+  static std::string child_path(const std::string& parent, std::string_view key) {
+    return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+  }
+
+  Error error_at(const Located& where, std::string_view message) const {
+    std::string prefix(source_name_);
+    if (where.line >= 0) prefix += fmt::format(":{}", where.line + 1);
+    if (where.path.empty()) return make_error(fmt::format("{}: {}", prefix, message));
+    return make_error(fmt::format("{}: {}: {}", prefix, where.path, message));
+  }
+
+  std::string_view source_name_;
+  Config& config_;
+};
+
+// The one document of `yaml_text`: null if there is none (an empty file).
+Result<YAML::Node> load_document(const std::string& yaml_text, std::string_view source_name) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null())
+      return make_error(fmt::format("{}: invalid YAML: {}", source_name, e.msg));
+    return make_error(fmt::format("{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  if (documents.empty()) return YAML::Node();
+  // Settings in a second document would otherwise be silently ignored.
+  if (documents.size() > 1) {
+    return make_error(fmt::format("{}:{}: expected one YAML document, found {}", source_name,
+                                  documents[1].Mark().line + 1, documents.size()));
+  }
+  return documents.front();
+}
+
+Result<std::string> read_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return make_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  std::string contents;
+  char buffer[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    contents.append(buffer, static_cast<std::size_t>(n));
+  }
+  return contents;
+}
+
+}  // namespace
+
+Result<Config> parse_config(const std::string& yaml_text, const std::string& source_name,
+                            uint32_t default_frequency_hz) {
+  Config config = default_config(default_frequency_hz);
+  auto document = load_document(yaml_text, source_name);
+  if (!document) return document.error();
+  // The applier only reads nodes it has type-checked, so yaml-cpp should not
+  // throw here; the catch keeps a yaml-cpp surprise from escaping the API.
+  try {
+    Result<void> applied = DocumentApplier(source_name, config).apply(*document);
+    if (!applied) return applied.error();
+  } catch (const YAML::Exception& e) {
+    return make_error(fmt::format("{}: cannot read configuration: {}", source_name, e.what()));
+  }
+  return config;
+}
+
+Result<Config> load_config_file(const std::string& path, uint32_t default_frequency_hz) {
+  auto text = read_file(path);
+  if (!text) return text.error();
+  return parse_config(*text, path, default_frequency_hz);
+}
+
+}  // namespace omniprof

@@ -1,0 +1,57 @@
+// The agent's configuration: what the YAML file (default
+// /etc/omniprof/omniprof.yaml) may set, its defaults, and how it is validated.
+//
+// Every key is optional; a key that is present replaces the default (lists
+// are replaced, not appended to). Loading is strict: an unknown key, a wrong
+// type or an out-of-range value is an error naming the file, line and key
+// path, because a silently ignored typo in a profiler config shows up much
+// later as "why is it sampling at the wrong rate".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace omniprof {
+
+// The sampling frequency differs per command: `run` is always on, so it
+// samples lightly; `record` is a short interactive session and wants detail.
+inline constexpr uint32_t kRunDefaultFrequencyHz = 19;
+inline constexpr uint32_t kRecordDefaultFrequencyHz = 99;
+
+struct Config {
+  uint32_t frequency_hz = kRunDefaultFrequencyHz;               // sampling.frequency_hz, 1..1000
+  uint32_t round_seconds = 10;                                  // round_seconds, 1..3600
+  std::string output_directory = "/var/lib/omniprof/profiles";  // output.directory
+  // plugins.directories: searched after the built-in plugin directory.
+  std::vector<std::string> plugin_directories;
+  // runtimes.<name>: a plugin whose `runtime` maps to false is disabled.
+  std::map<std::string, bool> runtimes = {{"native", true}, {"python", true}, {"ruby", true}};
+  std::vector<int32_t> pids;              // empty = the whole machine
+  uint32_t stack_traces_entries = 10240;  // maps.stack_traces
+  uint32_t stack_counts_entries = 10240;  // maps.stack_counts
+  uint32_t process_entries = 8192;        // maps.processes
+  std::string log_level = "info";         // debug, info, warn or error
+
+  // True unless the config disables `runtime`: a third-party plugin's runtime
+  // that the config does not mention is enabled.
+  bool runtime_enabled(const std::string& runtime) const;
+};
+
+// The defaults, with the sampling frequency of the command being run
+// (kRunDefaultFrequencyHz or kRecordDefaultFrequencyHz).
+Config default_config(uint32_t default_frequency_hz);
+
+// Reads and parses `path`; errors are prefixed with `path`.
+Result<Config> load_config_file(const std::string& path, uint32_t default_frequency_hz);
+
+// Parses one YAML document over the defaults. `source_name` prefixes errors
+// ("omniprof.yaml:4: sampling.frequncy_hz: unknown key ..."). An empty
+// document (or one holding only comments) yields the defaults.
+Result<Config> parse_config(const std::string& yaml_text, const std::string& source_name,
+                            uint32_t default_frequency_hz);
+
+}  // namespace omniprof

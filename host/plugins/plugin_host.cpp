@@ -1,0 +1,359 @@
+#include "plugins/plugin_host.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "bpf/bpf_maps.h"
+#include "bpf/bpf_support.h"
+#include "log/logger.h"
+#include "omniprof/bpf/abi.h"
+#include "symbolize/elf_symbolizer.h"
+
+namespace omniprof {
+
+namespace fs = std::filesystem;
+
+const char* plugin_state_name(PluginState state) {
+  switch (state) {
+    case PluginState::kLoaded: return "loaded";
+    case PluginState::kChecked: return "checked";
+    case PluginState::kDisabled: return "disabled";
+    case PluginState::kRefused: return "refused";
+  }
+  return "?";
+}
+
+namespace {
+
+// ---- The host API given to plugins -----------------------------------------
+
+void api_log(void* /*host*/, omniprof_log_level level, const char* message) {
+  switch (level) {
+    case OMNIPROF_LOG_DEBUG: log().debug("{}", message); break;
+    case OMNIPROF_LOG_INFO: log().info("{}", message); break;
+    case OMNIPROF_LOG_WARN: log().warn("{}", message); break;
+    default: log().error("{}", message); break;
+  }
+}
+
+struct ApiContext {
+  BpfMaps* maps;
+  ElfSymbolizer* symbolizer;
+};
+
+int api_map_fd(void* host, const char* name) {
+  auto* ctx = static_cast<ApiContext*>(host);
+  return ctx->maps && name ? ctx->maps->map_fd(name) : -1;
+}
+
+int64_t api_read_process_memory(void* /*host*/, int32_t pid, uint64_t address, void* buffer,
+                                uint64_t len) {
+  iovec local{buffer, len};
+  iovec remote{reinterpret_cast<void*>(address), len};
+  ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  return n < 0 ? -errno : n;
+}
+
+omniprof_status api_elf_symbol(void* host, const char* path, const char* symbol, uint64_t* value,
+                               uint64_t* size) {
+  auto* ctx = static_cast<ApiContext*>(host);
+  if (!ctx->symbolizer || !path || !symbol || !value || !size) return OMNIPROF_ERR_INVALID_ARGUMENT;
+  auto found = ctx->symbolizer->find_symbol(path, symbol);
+  if (!found) return OMNIPROF_ERR_IO;
+  if (!found->has_value()) return OMNIPROF_NOT_MINE;
+  *value = (*found)->first;
+  *size = (*found)->second;
+  return OMNIPROF_OK;
+}
+
+// Finds a `const volatile` global in an object's .rodata through BTF and sets
+// it before load (how third-party unwinders learn their assigned slot).
+bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
+  bpf_map* rodata = nullptr;
+  bpf_map* map = nullptr;
+  bpf_object__for_each_map(map, object) {
+    const char* name = bpf_map__name(map);
+    size_t len = strlen(name);
+    if (len >= 7 && strcmp(name + len - 7, ".rodata") == 0) rodata = map;
+  }
+  btf* types = bpf_object__btf(object);
+  if (!rodata || !types) return false;
+  int sec_id = btf__find_by_name_kind(types, ".rodata", BTF_KIND_DATASEC);
+  if (sec_id < 0) return false;
+  const btf_type* sec = btf__type_by_id(types, sec_id);
+  const btf_var_secinfo* vars = btf_var_secinfos(sec);
+  size_t size = 0;
+  auto* data = static_cast<uint8_t*>(const_cast<void*>(bpf_map__initial_value(rodata, &size)));
+  for (int i = 0; i < btf_vlen(sec); ++i) {
+    const btf_type* var = btf__type_by_id(types, vars[i].type);
+    if (strcmp(btf__name_by_offset(types, var->name_off), variable) != 0) continue;
+    if (vars[i].size != sizeof(uint32_t) || vars[i].offset + sizeof(uint32_t) > size) return false;
+    memcpy(data + vars[i].offset, &value, sizeof(value));
+    return true;
+  }
+  return false;
+}
+
+uint32_t fixed_slot(omniprof_module_type type) {
+  switch (type) {
+    case OMNIPROF_MODULE_NATIVE: return OMNIPROF_SLOT_NATIVE;
+    case OMNIPROF_MODULE_RBPERF: return OMNIPROF_SLOT_RUBY;
+    case OMNIPROF_MODULE_PYPERF: return OMNIPROF_SLOT_PYTHON;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+PluginHost::PluginHost(BpfMaps* maps, ElfSymbolizer* symbolizer)
+    : maps_(maps), symbolizer_(symbolizer) {
+  api_.struct_size = sizeof(api_);
+  api_.host = new ApiContext{maps, symbolizer};
+  api_.log = api_log;
+  api_.map_fd = api_map_fd;
+  api_.read_process_memory = api_read_process_memory;
+  api_.elf_symbol = api_elf_symbol;
+}
+
+PluginHost::~PluginHost() {
+  // Instances first (they may still use the host API), then BPF objects, then
+  // the libraries their code lives in.
+  for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) unload(**it);
+  delete static_cast<ApiContext*>(api_.host);
+}
+
+void PluginHost::unload(Plugin& plugin) {
+  if (plugin.instance && plugin.entry && plugin.entry->destroy) plugin.entry->destroy(plugin.instance);
+  plugin.instance = nullptr;
+  if (plugin.state == PluginState::kLoaded && maps_ && plugin.slot) {
+    (void)maps_->clear_tail_call(plugin.slot);
+  }
+  if (plugin.object) bpf_object__close(plugin.object);
+  plugin.object = nullptr;
+  plugin.entry = nullptr;
+  plugin.library.reset();
+}
+
+std::vector<std::string> PluginHost::find_plugin_files(const std::vector<std::string>& directories) {
+  std::vector<std::string> files;
+  std::set<std::string> seen_names;
+  for (const auto& dir : directories) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<std::string> here;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".so") here.push_back(entry.path().string());
+    }
+    std::sort(here.begin(), here.end());
+    // A file name found in an earlier directory shadows later ones.
+    for (auto& f : here) {
+      if (seen_names.insert(fs::path(f).filename().string()).second) files.push_back(f);
+    }
+  }
+  return files;
+}
+
+void PluginHost::load_all(const PluginHostOptions& options) {
+  for (const auto& path : find_plugin_files(options.directories)) load_file(path, options);
+}
+
+const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOptions& options) {
+  auto plugin = std::make_unique<Plugin>();
+  plugin->path = path;
+  Plugin& p = *plugin;
+  plugins_.push_back(std::move(plugin));
+
+  auto refuse = [&](const Error& error) -> const Plugin& {
+    p.state = PluginState::kRefused;
+    p.reason = error.message;
+    log().warn("plugin {} refused: {}", path, error.message);
+    unload(p);
+    return p;
+  };
+
+  try {
+    p.library = std::make_shared<boost::dll::shared_library>(
+        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return refuse(make_error(fmt::format("cannot load shared object: {}", e.what())));
+  }
+  if (!p.library->has(OMNIPROF_PLUGIN_ENTRY_SYMBOL)) {
+    return refuse(make_error(fmt::format("no entry symbol {}: not an omniprof plugin",
+                                         OMNIPROF_PLUGIN_ENTRY_SYMBOL)));
+  }
+  auto& entry_fn = p.library->get<const omniprof_plugin*()>(OMNIPROF_PLUGIN_ENTRY_SYMBOL);
+  p.entry = entry_fn();
+  if (auto r = check_entry(p); !r) return refuse(r.error());
+
+  for (const auto& other : plugins_) {
+    if (other.get() != &p && other->state == PluginState::kLoaded && other->name == p.name) {
+      return refuse(make_error(fmt::format("another plugin named '{}' is already loaded from {}",
+                                           p.name, other->path)));
+    }
+  }
+  if (options.runtime_enabled && !options.runtime_enabled(p.runtime)) {
+    p.state = PluginState::kDisabled;
+    p.reason = fmt::format("runtime '{}' is disabled in the config", p.runtime);
+    log().info("plugin {} ({}) disabled by config", p.name, path);
+    unload(p);
+    return p;
+  }
+  if (auto r = open_object(p); !r) return refuse(r.error());
+  if (!maps_) {
+    p.state = PluginState::kChecked;
+    return p;
+  }
+  if (auto r = assign_slot(p); !r) return refuse(r.error());
+  if (auto r = load_object(p); !r) return refuse(r.error());
+  if (auto r = create_instance(p, options); !r) return refuse(r.error());
+  for (size_t i = 0; i < p.entry->num_programs; ++i) {
+    bpf_program* prog = bpf_object__find_program_by_name(p.object, p.entry->programs[i].program_name);
+    if (auto r = maps_->update_tail_call(p.slot, bpf_program__fd(prog)); !r) return refuse(r.error());
+  }
+  p.state = PluginState::kLoaded;
+  log().info("plugin {} {} loaded from {} (slot {})", p.name, p.version, path, p.slot);
+  return p;
+}
+
+Result<void> PluginHost::check_entry(Plugin& p) const {
+  const omniprof_plugin* e = p.entry;
+  if (!e) return make_error("the entry function returned null");
+  if (e->abi_major != OMNIPROF_PLUGIN_ABI_MAJOR) {
+    return make_error(fmt::format("built for plugin ABI {}.{}, this host speaks {}.{} (major must match)",
+                                  e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
+                                  OMNIPROF_PLUGIN_ABI_MINOR));
+  }
+  if (e->abi_minor > OMNIPROF_PLUGIN_ABI_MINOR) {
+    return make_error(fmt::format("built for plugin ABI {}.{}, newer than this host's {}.{}",
+                                  e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
+                                  OMNIPROF_PLUGIN_ABI_MINOR));
+  }
+  if (e->struct_size < sizeof(omniprof_plugin)) {
+    return make_error(fmt::format("entry struct is {} bytes, ABI {}.{} needs {}", e->struct_size,
+                                  e->abi_major, e->abi_minor, sizeof(omniprof_plugin)));
+  }
+  if (e->bpf_abi_version != OMNIPROF_BPF_ABI_VERSION) {
+    return make_error(fmt::format("BPF object built against shared-map ABI {}, host has {}",
+                                  e->bpf_abi_version, OMNIPROF_BPF_ABI_VERSION));
+  }
+  if (!e->name || !*e->name || !e->runtime || !*e->runtime || !e->version) {
+    return make_error("entry lacks a name, runtime or version");
+  }
+  if (!e->create || !e->destroy) return make_error("entry lacks create/destroy hooks");
+  if (!e->bpf_object || e->bpf_object_size == 0) return make_error("entry has no BPF object");
+  if (!e->programs || e->num_programs == 0) return make_error("entry names no BPF programs");
+  if (e->num_stat_names > OMNIPROF_STATS_PER_SLOT) {
+    return make_error(fmt::format("declares {} counters, a slot has {}", e->num_stat_names,
+                                  OMNIPROF_STATS_PER_SLOT));
+  }
+  uint32_t expected = fixed_slot(e->module_type);
+  if (e->module_type == OMNIPROF_MODULE_THIRD_PARTY) expected = OMNIPROF_SLOT_THIRD_PARTY_FIRST;
+  if (expected == 0) return make_error(fmt::format("unknown module type {}", int(e->module_type)));
+  for (size_t i = 0; i < e->num_programs; ++i) {
+    if (!e->programs[i].program_name) return make_error(fmt::format("program {} has no name", i));
+    if (e->programs[i].slot != expected) {
+      return make_error(fmt::format("program {} asks for slot {}, its module type gets slot {}",
+                                    e->programs[i].program_name, e->programs[i].slot, expected));
+    }
+  }
+  if (e->num_programs != 1) {
+    return make_error("a plugin fills exactly one tail-call slot with one program");
+  }
+  p.name = e->name;
+  p.runtime = e->runtime;
+  p.version = e->version;
+  return ok();
+}
+
+Result<void> PluginHost::open_object(Plugin& p) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p.entry->name);
+  p.object = bpf_object__open_mem(p.entry->bpf_object, p.entry->bpf_object_size, &opts);
+  if (!p.object) {
+    int err = errno;
+    return make_error(fmt::format("its BPF object does not parse: {} ({})", strerror(err),
+                                  take_libbpf_log_tail(3)));
+  }
+  for (size_t i = 0; i < p.entry->num_programs; ++i) {
+    if (!bpf_object__find_program_by_name(p.object, p.entry->programs[i].program_name)) {
+      return make_error(fmt::format("its BPF object has no program {}", p.entry->programs[i].program_name));
+    }
+  }
+  return ok();
+}
+
+Result<void> PluginHost::assign_slot(Plugin& p) {
+  uint32_t wanted = p.entry->programs[0].slot;
+  std::set<uint32_t> taken;
+  for (const auto& other : plugins_) {
+    if (other->state == PluginState::kLoaded) taken.insert(other->slot);
+  }
+  if (wanted != OMNIPROF_SLOT_THIRD_PARTY_FIRST) {
+    if (taken.count(wanted)) return make_error(fmt::format("slot {} is already taken", wanted));
+    p.slot = wanted;
+    return ok();
+  }
+  for (uint32_t s = OMNIPROF_SLOT_THIRD_PARTY_FIRST; s < OMNIPROF_NUM_SLOTS; ++s) {
+    if (!taken.count(s)) {
+      p.slot = s;
+      // Optional for the plugin: it needs it only to tail-call itself.
+      set_rodata_u32(p.object, "omniprof_self_slot", s);
+      return ok();
+    }
+  }
+  return make_error(fmt::format("all {} third-party slots are taken",
+                                OMNIPROF_NUM_SLOTS - OMNIPROF_SLOT_THIRD_PARTY_FIRST));
+}
+
+Result<void> PluginHost::load_object(Plugin& p) {
+  if (auto r = maps_->reuse_maps(p.object); !r) return r;
+  take_libbpf_log_tail(0);
+  if (int err = bpf_object__load(p.object); err) {
+    return make_error(fmt::format("its BPF object does not load: {}: {}", strerror(-err),
+                                  take_libbpf_log_tail(4)));
+  }
+  return ok();
+}
+
+Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& options) {
+  std::string data_dir = (fs::path(options.data_root) / p.name).string();
+  char error[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status = p.entry->create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
+  if (status != OMNIPROF_OK) {
+    p.instance = nullptr;
+    return make_error(fmt::format("create failed ({}): {}", int(status), error[0] ? error : "no reason given"));
+  }
+  return ok();
+}
+
+Plugin* PluginHost::plugin_for_frame_kind(uint8_t kind) const {
+  for (const auto& p : plugins_) {
+    if (p->state == PluginState::kLoaded && kind == OMNIPROF_FRAME_SLOT_BASE + p->slot) return p.get();
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<uint32_t, std::string>> PluginHost::stat_names() const {
+  std::vector<std::pair<uint32_t, std::string>> names;
+  for (const auto& p : plugins_) {
+    if (p->state != PluginState::kLoaded || !p->entry->stat_names) continue;
+    for (size_t i = 0; i < p->entry->num_stat_names; ++i) {
+      if (p->entry->stat_names[i]) {
+        names.emplace_back(OMNIPROF_STATS_BASE(p->slot) + i,
+                           fmt::format("{}.{}", p->name, p->entry->stat_names[i]));
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace omniprof

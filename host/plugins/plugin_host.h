@@ -1,0 +1,85 @@
+// PluginHost: finds plugin .so files, checks their entry against the ABI the
+// host speaks, loads their BPF objects into the host's maps and tail-call
+// slots, and owns their instances. A plugin that fails any step is refused
+// with one line naming the file and the reason; the others go on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "omniprof/plugin.h"
+
+struct bpf_object;
+namespace boost::dll {
+class shared_library;
+}
+
+namespace omniprof {
+
+class BpfMaps;
+class ElfSymbolizer;
+
+enum class PluginState { kLoaded, kChecked, kDisabled, kRefused };
+const char* plugin_state_name(PluginState state);
+
+struct Plugin {
+  std::string path;
+  std::string name;
+  std::string runtime;
+  std::string version;
+  PluginState state = PluginState::kRefused;
+  std::string reason;  // why refused or disabled
+  uint32_t slot = 0;
+  const omniprof_plugin* entry = nullptr;
+  void* instance = nullptr;
+  bpf_object* object = nullptr;
+  std::shared_ptr<boost::dll::shared_library> library;
+};
+
+struct PluginHostOptions {
+  std::vector<std::string> directories;  // searched in order
+  std::string data_root;                 // <prefix>/share/omniprof/plugins
+  std::function<bool(const std::string& runtime)> runtime_enabled;
+};
+
+class PluginHost {
+ public:
+  // maps may be null: then plugins are only checked (ABI, BPF object parses,
+  // programs present), not loaded; used by `omniprof plugins` without BPF.
+  PluginHost(BpfMaps* maps, ElfSymbolizer* symbolizer);
+  ~PluginHost();
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  void load_all(const PluginHostOptions& options);
+  // Loads one file; the result is also recorded in plugins().
+  const Plugin& load_file(const std::string& path, const PluginHostOptions& options);
+
+  const std::vector<std::unique_ptr<Plugin>>& plugins() const { return plugins_; }
+  // The loaded plugin whose frames carry this kind, or null.
+  Plugin* plugin_for_frame_kind(uint8_t kind) const;
+  // Names of percpu_stats counters owned by loaded plugins, by index.
+  std::vector<std::pair<uint32_t, std::string>> stat_names() const;
+
+  static std::vector<std::string> find_plugin_files(const std::vector<std::string>& directories);
+  const omniprof_host_api* host_api() const { return &api_; }
+
+ private:
+  Result<void> check_entry(Plugin& plugin) const;
+  Result<void> open_object(Plugin& plugin);
+  Result<void> assign_slot(Plugin& plugin);
+  Result<void> load_object(Plugin& plugin);
+  Result<void> create_instance(Plugin& plugin, const PluginHostOptions& options);
+  void unload(Plugin& plugin);
+
+  BpfMaps* maps_;
+  ElfSymbolizer* symbolizer_;
+  omniprof_host_api api_{};
+  std::vector<std::unique_ptr<Plugin>> plugins_;
+};
+
+}  // namespace omniprof

@@ -1,0 +1,234 @@
+#include "process/process_tracker.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "bpf/bpf_maps.h"
+#include "log/logger.h"
+#include "plugins/plugin_host.h"
+
+namespace omniprof {
+
+namespace {
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string read_link(const std::string& path) {
+  char buffer[4096];
+  ssize_t n = readlink(path.c_str(), buffer, sizeof(buffer) - 1);
+  if (n < 0) return {};
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
+  auto it = std::upper_bound(mappings.begin(), mappings.end(), address,
+                             [](uint64_t a, const ProcMapping& m) { return a < m.start; });
+  if (it == mappings.begin()) return nullptr;
+  --it;
+  return address < it->end ? &*it : nullptr;
+}
+
+std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
+  if (!exited) {
+    std::string through_root = fmt::format("/proc/{}/root{}", pid, mapping.path);
+    if (access(through_root.c_str(), R_OK) == 0) return through_root;
+  }
+  return mapping.path;
+}
+
+std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
+  auto maps = read_proc_maps(pid);
+  if (!maps) return nullptr;
+  auto snapshot = std::make_shared<ProcessSnapshot>();
+  snapshot->pid = pid;
+  snapshot->comm = read_first_line(fmt::format("/proc/{}/comm", pid));
+  snapshot->exe = read_link(fmt::format("/proc/{}/exe", pid));
+  for (auto& m : *maps) {
+    if (m.executable()) snapshot->mappings.push_back(std::move(m));
+  }
+  std::sort(snapshot->mappings.begin(), snapshot->mappings.end(),
+            [](const ProcMapping& a, const ProcMapping& b) { return a.start < b.start; });
+  return snapshot;
+}
+
+void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
+  if (!maps_) return;
+  omniprof_process_info info{};
+  info.flags = OMNIPROF_PROCESS_KNOWN;
+  // Interpreter plugins claim processes here (detect_process); the native
+  // plugin walks every process and needs nothing per process yet.
+  if (plugins_) {
+    std::vector<omniprof_mapping> mappings;
+    std::vector<std::string> paths;
+    paths.reserve(snapshot.mappings.size());
+    for (const auto& m : snapshot.mappings) paths.push_back(snapshot.host_path(m));
+    for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
+      const auto& m = snapshot.mappings[i];
+      mappings.push_back({m.start, m.end, m.offset, paths[i].c_str()});
+    }
+    std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
+    omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
+                             mappings.size()};
+    for (const auto& plugin : plugins_->plugins()) {
+      if (plugin->state != PluginState::kLoaded || !plugin->entry->detect_process) continue;
+      omniprof_process_attach attach{};
+      char error[OMNIPROF_ERROR_LEN] = {0};
+      omniprof_status status =
+          plugin->entry->detect_process(plugin->instance, &process, &attach, error);
+      if (status == OMNIPROF_OK) {
+        info.interpreter_slot = plugin->slot;
+        std::memcpy(info.interpreter_data, attach.interpreter_data, sizeof(info.interpreter_data));
+        break;
+      }
+      if (status != OMNIPROF_NOT_MINE) {
+        log().warn("plugin {}: pid {} ({}): {}", plugin->name, snapshot.pid, snapshot.comm,
+                   error[0] ? error : "detect_process failed");
+      }
+    }
+  }
+  if (auto r = maps_->write_process_info(snapshot.pid, info); !r) {
+    stats_.process_info_errors++;
+    log().warn("{} (raise maps.processes in the config)", r.error().message);
+  }
+}
+
+void ProcessTracker::scan(const std::vector<int32_t>& pids) {
+  std::vector<int32_t> targets = pids;
+  if (targets.empty()) {
+    DIR* dir = opendir("/proc");
+    if (!dir) return;
+    while (dirent* entry = readdir(dir)) {
+      char* end = nullptr;
+      long pid = strtol(entry->d_name, &end, 10);
+      if (*end == '\0' && pid > 0) targets.push_back(static_cast<int32_t>(pid));
+    }
+    closedir(dir);
+  }
+  for (int32_t pid : targets) get(pid);
+}
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = processes_.find(pid);
+    if (it != processes_.end()) return it->second;
+  }
+  auto snapshot = describe(pid);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!snapshot) {
+    stats_.gone_before_read++;
+    return nullptr;
+  }
+  auto [it, inserted] = processes_.emplace(pid, snapshot);
+  if (inserted) {
+    stats_.described++;
+    publish(*snapshot);
+  }
+  return it->second;
+}
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_address(int32_t pid) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = processes_.find(pid);
+    if (it != processes_.end() && (it->second->exited || refreshed_this_round_[pid])) {
+      return it->second;
+    }
+    refreshed_this_round_[pid] = true;
+  }
+  auto snapshot = describe(pid);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = processes_.find(pid);
+  if (!snapshot) return it == processes_.end() ? nullptr : it->second;
+  stats_.maps_refreshes++;
+  if (it != processes_.end()) {
+    snapshot->runtime = it->second->runtime;
+    snapshot->runtime_version = it->second->runtime_version;
+    it->second = snapshot;
+  } else {
+    processes_.emplace(pid, snapshot);
+    publish(*snapshot);
+  }
+  return snapshot;
+}
+
+void ProcessTracker::forget_in_plugins(int32_t pid) {
+  if (!plugins_) return;
+  for (const auto& plugin : plugins_->plugins()) {
+    if (plugin->state == PluginState::kLoaded && plugin->entry->process_gone) {
+      plugin->entry->process_gone(plugin->instance, pid);
+    }
+  }
+}
+
+void ProcessTracker::handle_event(const omniprof_event& event) {
+  int32_t pid = static_cast<int32_t>(event.pid);
+  switch (event.type) {
+    case OMNIPROF_EVENT_PROCESS_UNKNOWN:
+      get(pid);
+      break;
+    case OMNIPROF_EVENT_EXEC: {
+      forget_in_plugins(pid);
+      auto snapshot = describe(pid);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!snapshot) break;
+      processes_[pid] = snapshot;
+      stats_.described++;
+      publish(*snapshot);
+      break;
+    }
+    case OMNIPROF_EVENT_EXIT: {
+      forget_in_plugins(pid);
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = processes_.find(pid);
+      if (it != processes_.end()) {
+        auto copy = std::make_shared<ProcessSnapshot>(*it->second);
+        copy->exited = true;
+        it->second = copy;
+      }
+      if (maps_) maps_->delete_process_info(pid);
+      break;
+    }
+    default:
+      log().debug("unknown BPF event type {} for pid {}", event.type, event.pid);
+  }
+}
+
+void ProcessTracker::end_round() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  refreshed_this_round_.clear();
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    bool gone = it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0;
+    if (gone) {
+      if (maps_) maps_->delete_process_info(it->first);
+      it = processes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ProcessTrackerStats ProcessTracker::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+size_t ProcessTracker::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return processes_.size();
+}
+
+}  // namespace omniprof

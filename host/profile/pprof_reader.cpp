@@ -1,0 +1,245 @@
+#include "profile/pprof_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <set>
+#include <system_error>
+#include <vector>
+
+#include "common/unique_fd.h"
+
+namespace omniprof {
+namespace {
+
+namespace pb = perftools::profiles;
+
+// protobuf cannot parse a message of 2 GiB or more; anything larger, on disk
+// or after decompression, cannot be a profile.
+constexpr size_t kMaxProfileBytes = INT_MAX;
+
+Result<std::string> read_whole_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return make_error("open: " + std::system_category().message(errno));
+  std::string data;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return make_error("read: " + std::system_category().message(errno));
+    }
+    if (n == 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+    if (data.size() > kMaxProfileBytes) return make_error("file larger than 2 GiB");
+  }
+  return data;
+}
+
+bool has_gzip_magic(const std::string& data) {
+  return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
+         static_cast<unsigned char>(data[1]) == 0x8b;
+}
+
+// Owns a zlib inflate stream so every return path releases it.
+class GzipInflater {
+ public:
+  // windowBits 15 + 16: accept the gzip wrapper only.
+  GzipInflater() { initialized_ = inflateInit2(&stream_, 15 + 16) == Z_OK; }
+  ~GzipInflater() {
+    if (initialized_) inflateEnd(&stream_);
+  }
+  GzipInflater(const GzipInflater&) = delete;
+  GzipInflater& operator=(const GzipInflater&) = delete;
+
+  bool initialized() const { return initialized_; }
+  z_stream& stream() { return stream_; }
+
+ private:
+  z_stream stream_{};
+  bool initialized_ = false;
+};
+
+Result<std::string> gzip_decompress(const std::string& compressed) {
+  GzipInflater inflater;
+  if (!inflater.initialized()) return make_error("inflateInit2 failed");
+  z_stream& stream = inflater.stream();
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());  // <= kMaxProfileBytes
+
+  std::string out;
+  std::vector<unsigned char> chunk(1 << 18);
+  for (;;) {
+    stream.next_out = chunk.data();
+    stream.avail_out = static_cast<uInt>(chunk.size());
+    const int rc = inflate(&stream, Z_NO_FLUSH);
+    out.append(reinterpret_cast<const char*>(chunk.data()), chunk.size() - stream.avail_out);
+    if (out.size() > kMaxProfileBytes) {
+      return make_error("bad gzip data: decompresses to more than 2 GiB");
+    }
+    switch (rc) {
+      case Z_OK:
+        continue;
+      case Z_STREAM_END:
+        if (stream.avail_in == 0) return out;
+        // gzip allows several members back to back (`cat a.gz b.gz`); Go's
+        // reader accepts them, so this one does too.
+        inflateReset(&stream);
+        continue;
+      case Z_BUF_ERROR:
+        // No progress possible: with output space available, only because
+        // the input ended before the gzip trailer.
+        if (stream.avail_in == 0) {
+          return make_error("bad gzip data: truncated (unexpected end of file)");
+        }
+        break;
+      default:
+        break;
+    }
+    return make_error(std::string("bad gzip data: ") +
+                      (stream.msg != nullptr ? stream.msg : "inflate error " + std::to_string(rc)));
+  }
+}
+
+// The consistency checks go tool pprof applies when it decodes a profile
+// (profile.go checkValid and the string lookups of encode.go), so a file this
+// reader accepts is one pprof accepts. The first problem found is reported.
+class ProfileChecker {
+ public:
+  explicit ProfileChecker(const pb::Profile& profile) : profile_(profile) {}
+
+  Result<void> check() {
+    if (profile_.string_table_size() == 0 || !profile_.string_table(0).empty()) {
+      fail("string_table[0] must be \"\"");
+    }
+    for (int i = 0; i < profile_.sample_type_size(); ++i) {
+      check_string(profile_.sample_type(i).type(), "sample_type", i);
+      check_string(profile_.sample_type(i).unit(), "sample_type", i);
+    }
+    check_string(profile_.period_type().type(), "period_type", 0);
+    check_string(profile_.period_type().unit(), "period_type", 0);
+    check_string(profile_.drop_frames(), "drop_frames", 0);
+    check_string(profile_.keep_frames(), "keep_frames", 0);
+    check_string(profile_.default_sample_type(), "default_sample_type", 0);
+    for (int i = 0; i < profile_.comment_size(); ++i) {
+      check_string(profile_.comment(i), "comment", i);
+    }
+    check_mappings();
+    check_functions();
+    check_locations();
+    check_samples();
+    if (!problem_.empty()) return make_error(problem_);
+    return ok();
+  }
+
+ private:
+  void fail(std::string problem) {
+    if (problem_.empty()) problem_ = std::move(problem);
+  }
+
+  void check_string(int64_t index, const char* what, uint64_t which) {
+    if (index >= 0 && index < profile_.string_table_size()) return;
+    fail(std::string(what) + " " + std::to_string(which) + " refers to string " +
+         std::to_string(index) + " but the string table has " +
+         std::to_string(profile_.string_table_size()));
+  }
+
+  // pprof ids are non-zero (0 means "none") and unique within their kind.
+  void check_id(uint64_t id, const char* what, std::set<uint64_t>& seen) {
+    if (id == 0 || !seen.insert(id).second) {
+      fail(std::string(what) + " id " + std::to_string(id) + " is zero or repeated");
+    }
+  }
+
+  void check_mappings() {
+    for (const pb::Mapping& mapping : profile_.mapping()) {
+      check_id(mapping.id(), "mapping", mapping_ids_);
+      check_string(mapping.filename(), "mapping", mapping.id());
+      check_string(mapping.build_id(), "mapping", mapping.id());
+    }
+  }
+
+  void check_functions() {
+    for (const pb::Function& function : profile_.function()) {
+      check_id(function.id(), "function", function_ids_);
+      check_string(function.name(), "function", function.id());
+      check_string(function.system_name(), "function", function.id());
+      check_string(function.filename(), "function", function.id());
+    }
+  }
+
+  void check_locations() {
+    for (const pb::Location& location : profile_.location()) {
+      check_id(location.id(), "location", location_ids_);
+      if (location.mapping_id() != 0 && mapping_ids_.count(location.mapping_id()) == 0) {
+        fail("location " + std::to_string(location.id()) + " refers to unknown mapping " +
+             std::to_string(location.mapping_id()));
+      }
+      for (const pb::Line& line : location.line()) {
+        if (function_ids_.count(line.function_id()) == 0) {
+          fail("location " + std::to_string(location.id()) + " refers to unknown function " +
+               std::to_string(line.function_id()));
+        }
+      }
+    }
+  }
+
+  void check_samples() {
+    for (int i = 0; i < profile_.sample_size(); ++i) {
+      const pb::Sample& sample = profile_.sample(i);
+      if (sample.value_size() != profile_.sample_type_size()) {
+        fail("sample " + std::to_string(i) + " has " + std::to_string(sample.value_size()) +
+             " values but there are " + std::to_string(profile_.sample_type_size()) +
+             " sample types");
+      }
+      for (uint64_t id : sample.location_id()) {
+        if (location_ids_.count(id) == 0) {
+          fail("sample " + std::to_string(i) + " refers to unknown location " + std::to_string(id));
+        }
+      }
+      for (const pb::Label& label : sample.label()) {
+        check_string(label.key(), "label of sample", i);
+        check_string(label.str(), "label of sample", i);
+        check_string(label.num_unit(), "label of sample", i);
+      }
+    }
+  }
+
+  const pb::Profile& profile_;
+  std::set<uint64_t> mapping_ids_;
+  std::set<uint64_t> function_ids_;
+  std::set<uint64_t> location_ids_;
+  std::string problem_;
+};
+
+}  // namespace
+
+Result<pb::Profile> read_pprof_file(const std::string& path) {
+  auto failure = [&path](const std::string& what) {
+    return make_error("cannot read profile " + path + ": " + what);
+  };
+
+  Result<std::string> data = read_whole_file(path);
+  if (!data) return failure(data.error().message);
+
+  if (has_gzip_magic(*data)) {
+    Result<std::string> decompressed = gzip_decompress(*data);
+    if (!decompressed) return failure(decompressed.error().message);
+    data = std::move(decompressed);
+  }
+
+  pb::Profile profile;
+  if (!profile.ParseFromString(*data)) {
+    return failure("not a pprof profile (protobuf parse failed)");
+  }
+  if (Result<void> checked = ProfileChecker(profile).check(); !checked) {
+    return failure("invalid pprof profile: " + checked.error().message);
+  }
+  return profile;
+}
+
+}  // namespace omniprof

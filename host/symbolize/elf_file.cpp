@@ -1,0 +1,375 @@
+#include "symbolize/elf_file.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace omniprof {
+namespace {
+
+// libelf refuses to work until the application has declared the ELF version
+// it was written for; once per process is enough.
+bool libelf_ready() {
+  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
+  return ready;
+}
+
+std::string libelf_error() {
+  const char* message = elf_errmsg(-1);
+  return message != nullptr ? message : "unknown libelf error";
+}
+
+std::string section_name(Elf* elf, size_t shstrndx, const GElf_Shdr& shdr) {
+  const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+  return name != nullptr ? name : "";
+}
+
+// Contents of a section, decompressed first when it is SHF_COMPRESSED (as
+// ld --compress-debug-sections or objcopy may leave non-allocated sections).
+// nullptr when the section has no bytes in the file or cannot be read.
+Elf_Data* section_contents(Elf_Scn* scn) {
+  GElf_Shdr shdr;
+  if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type == SHT_NOBITS) return nullptr;
+  if ((shdr.sh_flags & SHF_COMPRESSED) != 0 && elf_compress(scn, 0, 0) < 0) return nullptr;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) return nullptr;
+  return data;
+}
+
+std::string hex_string(const unsigned char* bytes, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    hex.push_back(kDigits[bytes[i] >> 4]);
+    hex.push_back(kDigits[bytes[i] & 0xf]);
+  }
+  return hex;
+}
+
+// Walks the notes in `data` (gelf_getnote checks every bound) and returns the
+// GNU build ID, or "" when there is none.
+std::string find_build_id_note(Elf_Data* data) {
+  if (data == nullptr || data->d_buf == nullptr) return "";
+  const auto* base = static_cast<const unsigned char*>(data->d_buf);
+  size_t offset = 0;
+  GElf_Nhdr note;
+  size_t name_offset = 0;
+  size_t desc_offset = 0;
+  while (offset < data->d_size) {
+    size_t next = gelf_getnote(data, offset, &note, &name_offset, &desc_offset);
+    if (next == 0) break;
+    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && note.n_descsz > 0 &&
+        std::memcmp(base + name_offset, "GNU", 4) == 0) {
+      return hex_string(base + desc_offset, note.n_descsz);
+    }
+    offset = next;
+  }
+  return "";
+}
+
+bool is_function_type(unsigned type) { return type == STT_FUNC || type == STT_GNU_IFUNC; }
+
+bool wanted_symbol_type(unsigned type, SymbolKinds kinds) {
+  if (is_function_type(type)) return true;
+  return kinds == SymbolKinds::kFunctionsAndObjects && (type == STT_OBJECT || type == STT_TLS);
+}
+
+}  // namespace
+
+ElfFile::ElfFile(std::string path, UniqueFd fd, Elf* elf)
+    : path_(std::move(path)), fd_(std::move(fd)), elf_(elf) {}
+
+ElfFile::ElfFile(ElfFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::move(other.fd_)),
+      elf_(std::exchange(other.elf_, nullptr)),
+      elf_type_(other.elf_type_),
+      machine_(other.machine_),
+      load_segments_(std::move(other.load_segments_)) {}
+
+ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
+  if (this != &other) {
+    close();
+    path_ = std::move(other.path_);
+    fd_ = std::move(other.fd_);
+    elf_ = std::exchange(other.elf_, nullptr);
+    elf_type_ = other.elf_type_;
+    machine_ = other.machine_;
+    load_segments_ = std::move(other.load_segments_);
+  }
+  return *this;
+}
+
+ElfFile::~ElfFile() { close(); }
+
+void ElfFile::close() {
+  // The Elf handle reads through the descriptor, so it goes first.
+  if (elf_ != nullptr) elf_end(elf_);
+  elf_ = nullptr;
+  fd_.reset();
+}
+
+Result<ElfFile> ElfFile::open(const std::string& path) {
+  if (!libelf_ready()) return make_error(fmt::format("{}: libelf is unusable: {}", path, libelf_error()));
+
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
+  // O_NONBLOCK: if the path was swapped for a FIFO since stat(), open must
+  // not hang; fstat below rejects it.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return make_error(fmt::format("{}: not a regular file", path));
+  }
+
+  // ELF_C_READ rather than ELF_C_READ_MMAP: libelf then pread()s only the
+  // parts it needs, and a file truncated while we read it gives read errors
+  // instead of SIGBUS.
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return make_error(fmt::format("{}: not an ELF file: {}", path, libelf_error()));
+  ElfFile file(path, std::move(fd), elf);
+  if (elf_kind(elf) != ELF_K_ELF) return make_error(fmt::format("{}: not an ELF file", path));
+  if (auto valid = file.validate(); !valid) return valid.error();
+  return Result<ElfFile>(std::move(file));
+}
+
+// Checks the header tables up front so that later accessors can rely on them
+// and errors say precisely what is wrong (libelf's own messages name neither
+// the file nor the table).
+Result<void> ElfFile::validate() {
+  GElf_Ehdr ehdr;
+  if (gelf_getehdr(elf_, &ehdr) == nullptr) {
+    return make_error(fmt::format("{}: invalid ELF header: {}", path_, libelf_error()));
+  }
+  elf_type_ = ehdr.e_type;
+  machine_ = ehdr.e_machine;
+
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) return make_error(fmt::format("{}: {}", path_, std::strerror(errno)));
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+
+  size_t shnum = 0;
+  if (elf_getshdrnum(elf_, &shnum) != 0) {
+    return make_error(fmt::format("{}: cannot read the section count: {}", path_, libelf_error()));
+  }
+  if (shnum > 0) {
+    const size_t shentsize = gelf_fsize(elf_, ELF_T_SHDR, 1, EV_CURRENT);
+    if (ehdr.e_shentsize != shentsize) {
+      return make_error(fmt::format("{}: section header entry size {} (expected {})", path_,
+                                    ehdr.e_shentsize, shentsize));
+    }
+    if (ehdr.e_shoff > file_size || (file_size - ehdr.e_shoff) / shentsize < shnum) {
+      return make_error(fmt::format(
+          "{}: section header table at offset {:#x} ({} entries) extends past the end of the file ({} bytes)",
+          path_, ehdr.e_shoff, shnum, file_size));
+    }
+    size_t shstrndx = 0;
+    if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
+      return make_error(fmt::format("{}: cannot read the section name table index: {}", path_, libelf_error()));
+    }
+    if (shstrndx >= shnum) {
+      return make_error(fmt::format("{}: section name table index {} out of range ({} sections)", path_,
+                                    shstrndx, shnum));
+    }
+    for (size_t index = 0; index < shnum; ++index) {
+      Elf_Scn* scn = elf_getscn(elf_, index);
+      GElf_Shdr shdr;
+      if (scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr) {
+        return make_error(fmt::format("{}: section header {} unreadable: {}", path_, index, libelf_error()));
+      }
+      if (shdr.sh_link >= shnum && (shdr.sh_type == SHT_SYMTAB || shdr.sh_type == SHT_DYNSYM)) {
+        return make_error(fmt::format("{}: section header {} links to section {} out of range ({} sections)",
+                                      path_, index, shdr.sh_link, shnum));
+      }
+    }
+  }
+
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf_, &phnum) != 0) {
+    return make_error(fmt::format("{}: cannot read the program header count: {}", path_, libelf_error()));
+  }
+  if (phnum > 0) {
+    const size_t phentsize = gelf_fsize(elf_, ELF_T_PHDR, 1, EV_CURRENT);
+    if (ehdr.e_phentsize != phentsize || ehdr.e_phoff > file_size ||
+        (file_size - ehdr.e_phoff) / phentsize < phnum) {
+      return make_error(fmt::format(
+          "{}: program header table at offset {:#x} ({} entries of {} bytes) is out of range ({} bytes)",
+          path_, ehdr.e_phoff, phnum, ehdr.e_phentsize, file_size));
+    }
+  }
+  for (size_t index = 0; index < phnum; ++index) {
+    GElf_Phdr phdr;
+    if (gelf_getphdr(elf_, static_cast<int>(index), &phdr) == nullptr) {
+      return make_error(fmt::format("{}: program header {} unreadable: {}", path_, index, libelf_error()));
+    }
+    if (phdr.p_type == PT_LOAD) {
+      load_segments_.push_back(LoadSegment{phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, phdr.p_memsz, phdr.p_flags});
+    }
+  }
+  return ok();
+}
+
+std::string ElfFile::build_id() const {
+  // Sections first: a separate debug file keeps .note.gnu.build-id, while its
+  // program headers describe bytes that were left out of the file.
+  Elf_Scn* scn = nullptr;
+  bool has_note_sections = false;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    has_note_sections = true;
+    std::string id = find_build_id_note(section_contents(scn));
+    if (!id.empty()) return id;
+  }
+  if (has_note_sections) return "";
+
+  // No note sections at all (e.g. section headers stripped): PT_NOTE.
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf_, &phnum) != 0) return "";
+  for (size_t index = 0; index < phnum; ++index) {
+    GElf_Phdr phdr;
+    if (gelf_getphdr(elf_, static_cast<int>(index), &phdr) == nullptr || phdr.p_type != PT_NOTE) continue;
+    Elf_Data* data = elf_getdata_rawchunk(elf_, static_cast<int64_t>(phdr.p_offset), phdr.p_filesz,
+                                          phdr.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+    std::string id = find_build_id_note(data);
+    if (!id.empty()) return id;
+  }
+  return "";
+}
+
+std::optional<DebugLink> ElfFile::debuglink() const {
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf_, &shstrndx) != 0) return std::nullopt;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || section_name(elf_, shstrndx, shdr) != ".gnu_debuglink") continue;
+    Elf_Data* data = section_contents(scn);
+    if (data == nullptr) return std::nullopt;
+    // Layout: NUL-terminated file name, zero padding to 4 bytes, CRC32 in
+    // the file's byte order.
+    const auto* bytes = static_cast<const unsigned char*>(data->d_buf);
+    const size_t name_length = strnlen(reinterpret_cast<const char*>(bytes), data->d_size);
+    const size_t crc_offset = (name_length + 1 + 3) & ~size_t{3};
+    if (name_length == 0 || crc_offset + 4 > data->d_size) return std::nullopt;
+    const unsigned char* crc = bytes + crc_offset;
+    const char* ident = elf_getident(elf_, nullptr);
+    const bool big_endian = ident != nullptr && ident[EI_DATA] == ELFDATA2MSB;
+    DebugLink link;
+    link.name.assign(reinterpret_cast<const char*>(bytes), name_length);
+    link.crc = big_endian ? (uint32_t{crc[0]} << 24 | uint32_t{crc[1]} << 16 | uint32_t{crc[2]} << 8 | crc[3])
+                          : (uint32_t{crc[3]} << 24 | uint32_t{crc[2]} << 16 | uint32_t{crc[1]} << 8 | crc[0]);
+    // A debug link names a file, never a path: refuse anything that would
+    // make the finder look outside the directories it means to search.
+    if (link.name.find('/') != std::string::npos || link.name == "." || link.name == "..") return std::nullopt;
+    return link;
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
+  size_t shnum = 0;
+  size_t shstrndx = 0;
+  if (elf_getshdrnum(elf_, &shnum) != 0 || elf_getshdrstrndx(elf_, &shstrndx) != 0) {
+    return make_error(fmt::format("{}: cannot read section headers: {}", path_, libelf_error()));
+  }
+
+  std::vector<uint64_t> section_ends(shnum, 0);
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_ALLOC) != 0) {
+      section_ends[elf_ndxscn(scn)] = shdr.sh_addr + shdr.sh_size;
+    }
+  }
+
+  const size_t symbol_entry_size = gelf_fsize(elf_, ELF_T_SYM, 1, EV_CURRENT);
+  std::vector<ElfSymbol> result;
+  scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    if (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM) continue;
+    const size_t index = elf_ndxscn(scn);
+    const std::string name = section_name(elf_, shstrndx, shdr);
+
+    Elf_Scn* string_scn = elf_getscn(elf_, shdr.sh_link);
+    GElf_Shdr string_shdr;
+    if (string_scn == nullptr || gelf_getshdr(string_scn, &string_shdr) == nullptr ||
+        string_shdr.sh_type != SHT_STRTAB) {
+      return make_error(fmt::format("{}: section {} ({}): linked section {} is not a string table", path_, index,
+                                    name, shdr.sh_link));
+    }
+    // elf_strptr reads the string table's raw bytes: decompress it first.
+    if ((string_shdr.sh_flags & SHF_COMPRESSED) != 0 && elf_compress(string_scn, 0, 0) < 0) {
+      return make_error(fmt::format("{}: section {}: cannot decompress: {}", path_, shdr.sh_link, libelf_error()));
+    }
+    Elf_Data* data = section_contents(scn);
+    if (data == nullptr) {
+      return make_error(fmt::format("{}: section {} ({}): cannot read symbols: {}", path_, index, name,
+                                    libelf_error()));
+    }
+
+    const size_t count = data->d_size / symbol_entry_size;
+    for (size_t i = 1; i < count; ++i) {  // entry 0 is the reserved null symbol
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+      const unsigned type = GELF_ST_TYPE(sym.st_info);
+      if (!wanted_symbol_type(type, kinds) || sym.st_shndx == SHN_UNDEF) continue;
+      // Functions at address 0 are placeholders; TLS values are offsets in
+      // the TLS block, where 0 is a real offset.
+      if (sym.st_value == 0 && type != STT_TLS) continue;
+      const char* symbol_name = elf_strptr(elf_, shdr.sh_link, sym.st_name);
+      if (symbol_name == nullptr || symbol_name[0] == '\0') continue;
+
+      ElfSymbol symbol;
+      symbol.name = symbol_name;
+      symbol.value = sym.st_value;
+      // On 32-bit ARM bit 0 of a function address marks Thumb code.
+      if (machine_ == EM_ARM && is_function_type(type)) symbol.value &= ~uint64_t{1};
+      symbol.size = sym.st_size;
+      symbol.binding = static_cast<uint8_t>(GELF_ST_BIND(sym.st_info));
+      symbol.type = static_cast<uint8_t>(type);
+      if (sym.st_shndx < section_ends.size()) symbol.section_end = section_ends[sym.st_shndx];
+      result.push_back(std::move(symbol));
+    }
+  }
+  return result;
+}
+
+bool ElfFile::has_symtab() const {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && shdr.sh_type == SHT_SYMTAB && shdr.sh_size > 0) return true;
+  }
+  return false;
+}
+
+std::optional<uint64_t> ElfFile::file_offset_to_vaddr(uint64_t file_offset) const {
+  for (const LoadSegment& segment : load_segments_) {
+    if (file_offset >= segment.offset && file_offset - segment.offset < segment.filesz) {
+      return segment.vaddr + (file_offset - segment.offset);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::string> read_build_id(const std::string& path) {
+  auto file = ElfFile::open(path);
+  if (!file) return file.error();
+  return file->build_id();
+}
+
+}  // namespace omniprof

@@ -1,0 +1,97 @@
+// ElfFile: read-only view of one ELF file on disk (executable, shared library
+// or separate debug file), built on libelf. Everything a symbolizer needs:
+// build ID, .gnu_debuglink, PT_LOAD segments and the function symbols of
+// .symtab/.dynsym. Malformed files produce errors, never crashes: the
+// profiler reads whatever happens to be mapped into processes on the machine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+struct Elf;  // from <libelf.h>; kept out of this header
+
+namespace omniprof {
+
+struct ElfSymbol {
+  std::string name;  // raw (mangled) name as stored in the string table
+  uint64_t value = 0;
+  uint64_t size = 0;
+  uint8_t binding = 0;  // STB_GLOBAL, STB_WEAK, STB_LOCAL, ...
+  uint8_t type = 0;     // STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, STT_TLS
+  // End address of the section that holds the symbol (0 when unknown). It
+  // bounds symbols with size 0, which otherwise extend to the next symbol.
+  uint64_t section_end = 0;
+};
+
+struct LoadSegment {
+  uint64_t vaddr = 0;
+  uint64_t offset = 0;
+  uint64_t filesz = 0;
+  uint64_t memsz = 0;
+  uint32_t flags = 0;  // PF_R | PF_W | PF_X
+};
+
+struct DebugLink {
+  std::string name;  // file name only, no directory
+  uint32_t crc = 0;  // CRC32 of the whole debug file
+};
+
+enum class SymbolKinds {
+  kFunctions,            // STT_FUNC, STT_GNU_IFUNC
+  kFunctionsAndObjects,  // plus STT_OBJECT and STT_TLS, for lookups by name
+};
+
+class ElfFile {
+ public:
+  // Opens and validates the ELF header, the program header table and the
+  // section header table. Only regular files are opened: a mapping may name a
+  // device node, and opening one of those can block or have side effects.
+  static Result<ElfFile> open(const std::string& path);
+
+  ElfFile(ElfFile&& other) noexcept;
+  ElfFile& operator=(ElfFile&& other) noexcept;
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+  ~ElfFile();
+
+  const std::string& path() const { return path_; }
+
+  // Hex string of the NT_GNU_BUILD_ID note; empty when the file has none.
+  std::string build_id() const;
+  std::optional<DebugLink> debuglink() const;
+  uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN, ...
+  uint16_t machine() const { return machine_; }    // EM_X86_64, ...
+  const std::vector<LoadSegment>& load_segments() const { return load_segments_; }
+
+  // Defined symbols of .symtab and .dynsym (both, unfiltered for duplicates).
+  // Function symbols need a nonzero address; undefined symbols are skipped.
+  Result<std::vector<ElfSymbol>> symbols(SymbolKinds kinds = SymbolKinds::kFunctions) const;
+  // True when a non-empty SHT_SYMTAB section is present (i.e. not stripped).
+  bool has_symtab() const;
+
+  // Maps a file offset to a virtual address through the PT_LOAD whose file
+  // range contains it.
+  std::optional<uint64_t> file_offset_to_vaddr(uint64_t file_offset) const;
+
+ private:
+  ElfFile(std::string path, UniqueFd fd, Elf* elf);
+  Result<void> validate();
+  void close();
+
+  std::string path_;
+  UniqueFd fd_;  // libelf reads lazily from this descriptor: keep it open
+  Elf* elf_ = nullptr;
+  uint16_t elf_type_ = 0;
+  uint16_t machine_ = 0;
+  std::vector<LoadSegment> load_segments_;
+};
+
+// Build ID of the ELF file at `path` (hex, empty when it has none).
+Result<std::string> read_build_id(const std::string& path);
+
+}  // namespace omniprof

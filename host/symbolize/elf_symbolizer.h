@@ -1,0 +1,102 @@
+// ElfSymbolizer: turns addresses inside ELF files into function names.
+//
+// A whole-system profile sees the same libraries (libc, libstdc++, ...) mapped
+// by hundreds of processes, so each file is read once and cached under its
+// identity (device, inode, mtime, size), not its path: the same path may be a
+// different file in another container, and an upgraded library gets a new
+// entry instead of stale symbols. Thread-safe.
+//
+// Symbols come from .symtab and .dynsym; a stripped file (no .symtab) gets its
+// .symtab from the separate debug file when DebugFileFinder finds one.
+//
+// Paths: `path` is the path as the process sees it (e.g. from /proc/PID/maps)
+// and `root_prefix` is where that process's root is visible from here, e.g.
+// "/proc/PID/root" for a process in a container ("" for this mount
+// namespace). The file read is root_prefix + path.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "common/result.h"
+#include "symbolize/debug_file_finder.h"
+
+namespace omniprof {
+
+class ElfSymbolizer {
+ public:
+  struct Symbol {
+    std::string name;         // demangled, for display
+    std::string system_name;  // raw name from the symbol table
+    uint64_t start = 0;       // ELF virtual address of the symbol
+    uint64_t size = 0;        // st_size; 0 for symbols without a size
+  };
+
+  explicit ElfSymbolizer(DebugFileFinder debug_file_finder = DebugFileFinder(), size_t max_cached_files = 4096);
+  ~ElfSymbolizer();
+  ElfSymbolizer(const ElfSymbolizer&) = delete;
+  ElfSymbolizer& operator=(const ElfSymbolizer&) = delete;
+
+  // The function containing `elf_vaddr` (an address in the file's own
+  // virtual address space, see runtime_to_elf_vaddr), or nullopt when no
+  // function symbol covers it. Errors: the file is missing or not ELF.
+  Result<std::optional<Symbol>> symbolize(const std::string& path, uint64_t elf_vaddr,
+                                          const std::string& root_prefix = "");
+
+  // Converts an address of a running process into the ELF virtual address of
+  // the file mapped there. map_start and map_file_offset are the start and
+  // file offset of the /proc/PID/maps entry containing runtime_addr. Works the
+  // same for PIE executables, shared libraries (load bias = map_start -
+  // (map_file_offset - p_offset + p_vaddr)) and non-PIE executables (bias 0).
+  Result<uint64_t> runtime_to_elf_vaddr(const std::string& path, uint64_t runtime_addr, uint64_t map_start,
+                                        uint64_t map_file_offset, const std::string& root_prefix = "");
+
+  // (value, size) of the symbol with this raw (mangled) name: functions and
+  // data objects (STT_OBJECT, STT_TLS), global definitions preferred.
+  Result<std::optional<std::pair<uint64_t, uint64_t>>> find_symbol(const std::string& path, const std::string& name,
+                                                                   const std::string& root_prefix = "");
+
+  // Build ID of the file (hex, "" when it has none).
+  Result<std::string> build_id(const std::string& path, const std::string& root_prefix = "");
+  // The separate debug file symbols were read from, if one was used.
+  Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
+
+  size_t cached_file_count() const;
+
+ private:
+  struct FileKey {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+    int64_t mtime_sec = 0;
+    int64_t mtime_nsec = 0;
+    uint64_t size = 0;
+    bool operator==(const FileKey&) const = default;
+  };
+  struct FileKeyHash {
+    size_t operator()(const FileKey& key) const;
+  };
+  struct LoadedFile;  // parsed contents of one file, defined in the .cpp
+  struct CacheSlot {
+    std::shared_ptr<const LoadedFile> file;
+    std::list<FileKey>::iterator lru_position;
+  };
+
+  // The cached contents of root_prefix + path, loading them on first use.
+  // Errors: the file cannot be stat()ed, opened or parsed as ELF.
+  Result<std::shared_ptr<const LoadedFile>> get(const std::string& path, const std::string& root_prefix);
+  std::shared_ptr<const LoadedFile> load(const std::string& path, const std::string& root_prefix) const;
+
+  const DebugFileFinder debug_file_finder_;
+  const size_t max_cached_files_;
+  mutable std::mutex mutex_;  // guards cache_ and lru_
+  std::unordered_map<FileKey, CacheSlot, FileKeyHash> cache_;
+  std::list<FileKey> lru_;  // most recently used first
+};
+
+}  // namespace omniprof

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package omniprof needs to build, test and benchmark.
+# Idempotent: packages already present are not touched, and apt is only
+# consulted when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config clang llvm
+  # BPF: libbpf for loading, bpftool for skeletons
+  libbpf-dev bpftool
+  # ELF and DWARF
+  libelf-dev libdw-dev elfutils binutils zlib1g-dev
+  # host libraries
+  libboost-dev libboost-filesystem-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
+  libprotobuf-dev protobuf-compiler libcli11-dev
+  # tests and independent oracles
+  libgtest-dev libgmock-dev golang-go linux-perf
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: must run as root to install packages (try: sudo $0)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,176 @@
+/* omniprof plugin boundary, version 1.
+ *
+ * A plugin is a shared object that exports exactly one symbol,
+ * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
+ * `struct omniprof_plugin`. The boundary is plain C so that a plugin built by
+ * another compiler, or another C++ standard library, still loads.
+ *
+ * Versioning: the host refuses a plugin whose abi_major differs from its own
+ * and accepts one whose abi_minor is older (fields added in later minors sit
+ * at the end of the structs and are guarded by struct_size). A plugin whose
+ * BPF object was built against another OMNIPROF_BPF_ABI_VERSION is refused.
+ *
+ * Ownership: every pointer the plugin returns in `struct omniprof_plugin`
+ * stays valid until the shared object is unloaded. Every pointer the host
+ * passes in (strings, the host API) is valid for the duration of the call,
+ * except `struct omniprof_host_api`, which lives until `destroy` returns.
+ *
+ * Threading: the host calls `create` and `destroy` once each, from one
+ * thread. The other hooks may be called from any host thread but never
+ * concurrently for the same instance; the host API functions are safe to call
+ * from any thread at any time between `create` and the return of `destroy`.
+ *
+ * Errors: hooks return an omniprof_status; on failure they may write a
+ * NUL-terminated reason into the `error` buffer the host passes.
+ */
+#ifndef OMNIPROF_PLUGIN_H
+#define OMNIPROF_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OMNIPROF_PLUGIN_ABI_MAJOR 1
+#define OMNIPROF_PLUGIN_ABI_MINOR 0
+#define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
+
+#if defined(__GNUC__)
+#define OMNIPROF_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define OMNIPROF_PLUGIN_EXPORT
+#endif
+
+typedef enum omniprof_status {
+  OMNIPROF_OK = 0,
+  OMNIPROF_NOT_MINE = 1,            /* detect_process: this process is not for this plugin */
+  OMNIPROF_ERR_INVALID_ARGUMENT = -1,
+  OMNIPROF_ERR_IO = -2,             /* a file or process memory could not be read */
+  OMNIPROF_ERR_PARSE = -3,          /* data (offsets YAML, ELF, process memory) is malformed */
+  OMNIPROF_ERR_UNSUPPORTED = -4,    /* e.g. a runtime version without offsets */
+  OMNIPROF_ERR_NO_MEMORY = -5,
+  OMNIPROF_ERR_INTERNAL = -6,
+} omniprof_status;
+
+typedef enum omniprof_module_type {
+  OMNIPROF_MODULE_NATIVE = 1,
+  OMNIPROF_MODULE_RBPERF = 2,
+  OMNIPROF_MODULE_PYPERF = 3,
+  OMNIPROF_MODULE_THIRD_PARTY = 4,
+} omniprof_module_type;
+
+typedef enum omniprof_log_level {
+  OMNIPROF_LOG_DEBUG = 0,
+  OMNIPROF_LOG_INFO = 1,
+  OMNIPROF_LOG_WARN = 2,
+  OMNIPROF_LOG_ERROR = 3,
+} omniprof_log_level;
+
+#define OMNIPROF_ERROR_LEN 256
+
+/* What the host gives a plugin. Lives from `create` until `destroy` returns. */
+struct omniprof_host_api {
+  uint32_t struct_size;
+  void *host;
+  /* Logs through the host's logger (spdlog's registry is per shared object,
+   * so plugins must not log through their own). */
+  void (*log)(void *host, omniprof_log_level level, const char *message);
+  /* Fd of the shared map with that name (see bpf/include/omniprof/bpf/abi.h),
+   * or -1. The host owns the fd: do not close it. */
+  int (*map_fd)(void *host, const char *map_name);
+  /* Reads `len` bytes of process memory; returns bytes read or a negative errno. */
+  int64_t (*read_process_memory)(void *host, int32_t pid, uint64_t address, void *buffer,
+                                 uint64_t len);
+  /* Looks a symbol up in an ELF file's .symtab/.dynsym (or its separate debug
+   * file). Returns OMNIPROF_OK and fills value (the symbol's ELF virtual
+   * address) and size, OMNIPROF_NOT_MINE if absent, or an error. */
+  omniprof_status (*elf_symbol)(void *host, const char *path, const char *symbol,
+                                uint64_t *value, uint64_t *size);
+};
+
+/* A program of the plugin's BPF object and the tail-call slot it fills.
+ * slot is an enum omniprof_slot; a THIRD_PARTY plugin passes
+ * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot. */
+struct omniprof_program_slot {
+  const char *program_name;
+  uint32_t slot;
+};
+
+/* A process as the host sees it when it asks plugins whether it is theirs. */
+struct omniprof_mapping {
+  uint64_t start;
+  uint64_t end;
+  uint64_t file_offset;
+  const char *path; /* as reachable from the host: /proc/PID/root/... */
+};
+
+struct omniprof_process {
+  int32_t pid;
+  const char *exe_path; /* as reachable from the host */
+  const char *comm;
+  const struct omniprof_mapping *mappings; /* executable mappings */
+  size_t num_mappings;
+};
+
+/* What detect_process fills when a process is the plugin's. */
+struct omniprof_process_attach {
+  uint64_t interpreter_data[6]; /* copied to process_info.interpreter_data */
+  char runtime_version[32];     /* e.g. "3.12.1", shown in labels and logs */
+};
+
+/* A symbolized frame. Strings are copied by the host before the next call. */
+struct omniprof_symbol {
+  const char *function;
+  const char *file;
+  int64_t line;
+};
+
+struct omniprof_plugin {
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  uint32_t struct_size;   /* sizeof(struct omniprof_plugin) the plugin was built with */
+  uint32_t bpf_abi_version; /* OMNIPROF_BPF_ABI_VERSION of its BPF object */
+
+  const char *name;        /* unique, e.g. "native" */
+  const char *version;     /* the plugin's own version string */
+  const char *runtime;     /* the config key that enables it: "native", "ruby", ... */
+  omniprof_module_type module_type;
+
+  /* The plugin's BPF object (an ELF image). Shared maps it declares are
+   * replaced by the host's before load; its private maps are its own. */
+  const void *bpf_object;
+  size_t bpf_object_size;
+  const struct omniprof_program_slot *programs;
+  size_t num_programs;
+
+  /* Names of the counters in the plugin's percpu_stats range, in order. */
+  const char *const *stat_names;
+  size_t num_stat_names;
+
+  /* Creates an instance. data_dir holds the files the plugin ships (offsets
+   * YAML...), assigned_slot the slot its programs were placed in. */
+  omniprof_status (*create)(const struct omniprof_host_api *host, const char *data_dir,
+                            uint32_t assigned_slot, void **instance, char *error);
+  void (*destroy)(void *instance);
+
+  /* Optional. OMNIPROF_OK and `attach` filled if the process runs this
+   * plugin's runtime; OMNIPROF_NOT_MINE otherwise. */
+  omniprof_status (*detect_process)(void *instance, const struct omniprof_process *process,
+                                    struct omniprof_process_attach *attach, char *error);
+  /* Optional. The process exited or called exec. */
+  void (*process_gone)(void *instance, int32_t pid);
+  /* Optional. Names a frame of this plugin's kind (OMNIPROF_FRAME_SLOT_BASE +
+   * slot). NULL for the native plugin, whose frames the host names from ELF. */
+  omniprof_status (*symbolize_frame)(void *instance, int32_t pid, uint64_t frame,
+                                     struct omniprof_symbol *symbol, char *error);
+};
+
+typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OMNIPROF_PLUGIN_H */

@@ -1,0 +1,70 @@
+// Header-only C++ conveniences for plugin authors, on top of the C boundary
+// in plugin.h. Nothing here crosses the boundary: the host only ever sees the
+// C structs, so a plugin built with another compiler still loads.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "omniprof/bpf/abi.h"
+#include "omniprof/plugin.h"
+
+namespace omniprof::sdk {
+
+// Logs through the host (never through a logger of the plugin's own).
+class HostLog {
+ public:
+  explicit HostLog(const omniprof_host_api* api) : api_(api) {}
+  void debug(const std::string& m) const { write(OMNIPROF_LOG_DEBUG, m); }
+  void info(const std::string& m) const { write(OMNIPROF_LOG_INFO, m); }
+  void warn(const std::string& m) const { write(OMNIPROF_LOG_WARN, m); }
+  void error(const std::string& m) const { write(OMNIPROF_LOG_ERROR, m); }
+
+ private:
+  void write(omniprof_log_level level, const std::string& m) const {
+    if (api_ && api_->log) api_->log(api_->host, level, m.c_str());
+  }
+  const omniprof_host_api* api_;
+};
+
+// Copies a reason into the host's error buffer (always NUL-terminated).
+inline void set_error(char* error, const std::string& message) {
+  if (!error) return;
+  std::snprintf(error, OMNIPROF_ERROR_LEN, "%s", message.c_str());
+}
+
+// Runs `body`, turning any exception into OMNIPROF_ERR_INTERNAL plus its
+// message: exceptions must never cross the C boundary.
+template <typename Body>
+omniprof_status guarded(char* error, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    set_error(error, e.what());
+  } catch (...) {
+    set_error(error, "unknown exception");
+  }
+  return OMNIPROF_ERR_INTERNAL;
+}
+
+// A `struct omniprof_plugin` with the ABI fields filled in.
+constexpr omniprof_plugin make_plugin_entry() {
+  omniprof_plugin entry{};
+  entry.abi_major = OMNIPROF_PLUGIN_ABI_MAJOR;
+  entry.abi_minor = OMNIPROF_PLUGIN_ABI_MINOR;
+  entry.struct_size = sizeof(omniprof_plugin);
+  entry.bpf_abi_version = OMNIPROF_BPF_ABI_VERSION;
+  return entry;
+}
+
+}  // namespace omniprof::sdk
+
+// Defines the one exported symbol. `expr` yields a `const omniprof_plugin*`
+// to an object of static storage duration.
+#define OMNIPROF_DEFINE_PLUGIN(expr)                                                   \
+  extern "C" OMNIPROF_PLUGIN_EXPORT const struct omniprof_plugin* omniprof_plugin_entry( \
+      void) {                                                                          \
+    return (expr);                                                                     \
+  }

@@ -1,0 +1,156 @@
+#include "e2e_support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "bpf/bpf_support.h"
+
+namespace omniprof::e2e {
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
+std::string bpf_unusable_reason() {
+  auto r = check_bpf_usable();
+  return r ? std::string() : r.error().message;
+}
+
+bool have_go() { return run_command({"go", "version"}).exit_code == 0; }
+
+namespace {
+
+std::string slurp_fd(int fd) {
+  std::string out;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) out.append(buffer, static_cast<size_t>(n));
+  return out;
+}
+
+std::vector<char*> to_argv(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  return argv;
+}
+
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& args) {
+  CommandResult result;
+  std::string out_path = temp_dir("cmd") + "/out", err_path = out_path + ".err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    auto argv = to_argv(args);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  int out = open(out_path.c_str(), O_RDONLY), err = open(err_path.c_str(), O_RDONLY);
+  result.out = slurp_fd(out);
+  result.err = slurp_fd(err);
+  close(out);
+  close(err);
+  return result;
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& args) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    auto argv = to_argv(args);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void BackgroundProcess::signal(int sig) { kill(pid_, sig); }
+
+int BackgroundProcess::wait() {
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error) {
+  std::string home = temp_dir("gohome");
+  setenv("HOME", home.c_str(), 0);
+  setenv("GOCACHE", (home + "/cache").c_str(), 0);
+  setenv("GOFLAGS", "-mod=mod", 0);
+  auto result = run_command({"go", "tool", "pprof", "-traces", "-sample_index=samples",
+                             "-symbolize=none", profile_path});
+  std::vector<PprofTrace> traces;
+  if (result.exit_code != 0) {
+    if (error) *error = "go tool pprof failed: " + result.err;
+    return traces;
+  }
+  // Blocks are separated by lines of dashes; in a block, "  key:  value"
+  // lines are labels, then "  N   leaf" starts the stack and indented
+  // names follow.
+  std::istringstream in(result.out);
+  std::string line;
+  PprofTrace current;
+  bool in_block = false;
+  static const std::regex separator(R"(^-+\+-+$)");
+  static const std::regex label(R"(^\s*([A-Za-z_]+):\s+\[?([^\]]*)\]?\s*$)");
+  static const std::regex first_frame(R"(^\s*([0-9]+)\s+(\S.*)$)");
+  static const std::regex frame(R"(^\s+(\S.*)$)");
+  auto flush = [&] {
+    if (in_block && current.count > 0) traces.push_back(current);
+    current = PprofTrace{};
+  };
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, separator)) {
+      flush();
+      in_block = true;
+      continue;
+    }
+    if (!in_block) continue;
+    if (current.count == 0 && std::regex_match(line, m, label)) {
+      current.labels[m[1]] = m[2];
+    } else if (current.count == 0 && std::regex_match(line, m, first_frame)) {
+      current.count = std::stoll(m[1]);
+      current.frames.push_back(m[2]);
+    } else if (current.count > 0 && std::regex_match(line, m, frame)) {
+      current.frames.push_back(m[1]);
+    }
+  }
+  flush();
+  if (traces.empty() && error) *error = "no traces in go tool pprof output: " + result.out.substr(0, 2000);
+  return traces;
+}
+
+std::string temp_dir(const std::string& prefix) {
+  std::string tmpl = "/tmp/omniprof-e2e-" + prefix + "-XXXXXX";
+  char* dir = mkdtemp(tmpl.data());
+  return dir ? std::string(dir) : std::string("/tmp");
+}
+
+std::string workload(const std::string& name) { return std::string(OMNIPROF_WORKLOADS_DIR) + "/" + name; }
+
+}  // namespace omniprof::e2e

@@ -1,0 +1,73 @@
+// Helpers for end-to-end tests: they run the real omniprof binary, real
+// workloads and `go tool pprof` as an independent reader of what we wrote.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace omniprof::e2e {
+
+// Empty if BPF and perf events are usable here, else the reason.
+std::string bpf_unusable_reason();
+
+// In CI (CI=true) a test that needs BPF fails when BPF is unusable; elsewhere
+// it is skipped with one line saying why.
+#define OMNIPROF_REQUIRE_BPF()                                                       \
+  do {                                                                               \
+    std::string reason_ = ::omniprof::e2e::bpf_unusable_reason();                    \
+    if (!reason_.empty()) {                                                          \
+      if (::omniprof::e2e::in_ci()) FAIL() << "BPF unusable in CI: " << reason_;     \
+      GTEST_SKIP() << "BPF unusable here: " << reason_;                              \
+    }                                                                                \
+  } while (0)
+
+#define OMNIPROF_REQUIRE_GO()                                                        \
+  do {                                                                               \
+    if (!::omniprof::e2e::have_go()) {                                               \
+      if (::omniprof::e2e::in_ci()) FAIL() << "go (golang-go) missing in CI";        \
+      GTEST_SKIP() << "go tool pprof unavailable (apt install golang-go)";           \
+    }                                                                                \
+  } while (0)
+
+bool in_ci();
+bool have_go();
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs argv, waits, captures stdout and stderr.
+CommandResult run_command(const std::vector<std::string>& argv);
+
+// A child process running in the background until the object dies.
+class BackgroundProcess {
+ public:
+  explicit BackgroundProcess(const std::vector<std::string>& argv);
+  ~BackgroundProcess();
+  pid_t pid() const { return pid_; }
+  void signal(int sig);
+  int wait();  // exit code
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// One sample as `go tool pprof -traces` prints it.
+struct PprofTrace {
+  std::map<std::string, std::string> labels;  // pid, tid, comm, thread_name
+  int64_t count = 0;
+  std::vector<std::string> frames;  // leaf first
+};
+// Reads a profile with `go tool pprof -traces -sample_index=samples`.
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error);
+
+std::string temp_dir(const std::string& prefix);
+std::string workload(const std::string& name);
+
+}  // namespace omniprof::e2e

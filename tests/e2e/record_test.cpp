@@ -1,0 +1,1 @@
+// placeholder-free: real tests are added below once the build links.

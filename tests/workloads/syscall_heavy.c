@@ -1,0 +1,29 @@
+/* Workload for end-to-end tests: spends its time in the kernel (reading
+ * /dev/zero copies zeroes into user memory), called from a known user chain
+ * main -> read_loop. Runs for argv[1] seconds (default 10). */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static char buffer[1 << 20];
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void read_loop(int fd, double end) {
+  while (now() < end) {
+    if (read(fd, buffer, sizeof(buffer)) < 0) exit(1);
+  }
+}
+
+int main(int argc, char **argv) {
+  double seconds = argc > 1 ? atof(argv[1]) : 10;
+  int fd = open("/dev/zero", O_RDONLY);
+  if (fd < 0) return 1;
+  read_loop(fd, now() + seconds);
+  return 0;
+}
