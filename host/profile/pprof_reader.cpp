@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <set>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "common/unique_fd.h"

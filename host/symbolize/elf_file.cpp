@@ -75,6 +75,11 @@ std::string find_build_id_note(Elf_Data* data) {
   return "";
 }
 
+// Whether `count` entries of `entry_size` bytes at `offset` fit in the file.
+bool table_in_file(uint64_t offset, uint64_t count, uint64_t entry_size, uint64_t file_size) {
+  return offset <= file_size && (entry_size == 0 || (file_size - offset) / entry_size >= count);
+}
+
 bool is_function_type(unsigned type) { return type == STT_FUNC || type == STT_GNU_IFUNC; }
 
 bool wanted_symbol_type(unsigned type, SymbolKinds kinds) {
@@ -159,21 +164,36 @@ Result<void> ElfFile::validate() {
   if (::fstat(fd_.get(), &st) != 0) return make_error(fmt::format("{}: {}", path_, std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
 
+  // Range checks use the raw header fields: libelf quietly reports zero
+  // sections (or fewer segments) when a table lies outside the file, which
+  // would make a corrupt file look merely stripped.
   size_t shnum = 0;
-  if (elf_getshdrnum(elf_, &shnum) != 0) {
-    return make_error(fmt::format("{}: cannot read the section count: {}", path_, libelf_error()));
+  if (ehdr.e_shoff == 0 && ehdr.e_shnum != 0) {
+    return make_error(fmt::format("{}: {} section headers but no section header table offset", path_, ehdr.e_shnum));
   }
-  if (shnum > 0) {
+  if (ehdr.e_shoff != 0) {
     const size_t shentsize = gelf_fsize(elf_, ELF_T_SHDR, 1, EV_CURRENT);
     if (ehdr.e_shentsize != shentsize) {
       return make_error(fmt::format("{}: section header entry size {} (expected {})", path_,
                                     ehdr.e_shentsize, shentsize));
     }
-    if (ehdr.e_shoff > file_size || (file_size - ehdr.e_shoff) / shentsize < shnum) {
+    // e_shnum 0 with a table means extended numbering: entry 0 holds the count.
+    const uint64_t declared = ehdr.e_shnum != 0 ? ehdr.e_shnum : 1;
+    if (!table_in_file(ehdr.e_shoff, declared, shentsize, file_size)) {
+      return make_error(fmt::format(
+          "{}: section header table at offset {:#x} ({} entries) extends past the end of the file ({} bytes)",
+          path_, ehdr.e_shoff, declared, file_size));
+    }
+    if (elf_getshdrnum(elf_, &shnum) != 0) {
+      return make_error(fmt::format("{}: cannot read the section count: {}", path_, libelf_error()));
+    }
+    if ((ehdr.e_shnum != 0 && shnum != ehdr.e_shnum) || !table_in_file(ehdr.e_shoff, shnum, shentsize, file_size)) {
       return make_error(fmt::format(
           "{}: section header table at offset {:#x} ({} entries) extends past the end of the file ({} bytes)",
           path_, ehdr.e_shoff, shnum, file_size));
     }
+  }
+  if (shnum > 0) {
     size_t shstrndx = 0;
     if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
       return make_error(fmt::format("{}: cannot read the section name table index: {}", path_, libelf_error()));
@@ -196,16 +216,26 @@ Result<void> ElfFile::validate() {
   }
 
   size_t phnum = 0;
-  if (elf_getphdrnum(elf_, &phnum) != 0) {
-    return make_error(fmt::format("{}: cannot read the program header count: {}", path_, libelf_error()));
+  if (ehdr.e_phoff == 0 && ehdr.e_phnum != 0) {
+    return make_error(fmt::format("{}: {} program headers but no program header table offset", path_, ehdr.e_phnum));
   }
-  if (phnum > 0) {
+  if (ehdr.e_phoff != 0 && ehdr.e_phnum != 0) {
     const size_t phentsize = gelf_fsize(elf_, ELF_T_PHDR, 1, EV_CURRENT);
-    if (ehdr.e_phentsize != phentsize || ehdr.e_phoff > file_size ||
-        (file_size - ehdr.e_phoff) / phentsize < phnum) {
+    // PN_XNUM: the real count is in section header 0, which libelf reads.
+    const uint64_t declared = ehdr.e_phnum != PN_XNUM ? ehdr.e_phnum : 1;
+    if (ehdr.e_phentsize != phentsize || !table_in_file(ehdr.e_phoff, declared, phentsize, file_size)) {
       return make_error(fmt::format(
-          "{}: program header table at offset {:#x} ({} entries of {} bytes) is out of range ({} bytes)",
-          path_, ehdr.e_phoff, phnum, ehdr.e_phentsize, file_size));
+          "{}: program header table at offset {:#x} ({} entries of {} bytes) extends past the end of the file "
+          "({} bytes)",
+          path_, ehdr.e_phoff, declared, ehdr.e_phentsize, file_size));
+    }
+    if (elf_getphdrnum(elf_, &phnum) != 0) {
+      return make_error(fmt::format("{}: cannot read the program header count: {}", path_, libelf_error()));
+    }
+    if ((ehdr.e_phnum != PN_XNUM && phnum != ehdr.e_phnum) || !table_in_file(ehdr.e_phoff, phnum, phentsize, file_size)) {
+      return make_error(fmt::format(
+          "{}: program header table at offset {:#x} ({} entries) extends past the end of the file ({} bytes)",
+          path_, ehdr.e_phoff, phnum, file_size));
     }
   }
   for (size_t index = 0; index < phnum; ++index) {

@@ -1,1 +1,191 @@
-// placeholder-free: real tests are added below once the build links.
+// End-to-end: the real omniprof binary profiles real processes with real BPF;
+// `go tool pprof` reads what it wrote.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "e2e_support.h"
+#include "omniprof/bpf/abi.h"
+
+namespace omniprof::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Does `frames` (leaf first) contain `chain` as consecutive frames?
+bool has_chain(const std::vector<std::string>& frames, const std::vector<std::string>& chain) {
+  return std::search(frames.begin(), frames.end(), chain.begin(), chain.end()) != frames.end();
+}
+
+std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {
+  std::vector<PprofTrace> out;
+  for (const auto& t : traces) {
+    auto it = t.labels.find("pid");
+    if (it != t.labels.end() && it->second == std::to_string(pid)) out.push_back(t);
+  }
+  return out;
+}
+
+CommandResult record(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {OMNIPROF_BINARY, "record"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_command(argv);
+}
+
+TEST(RecordTest, FramePointerChainIsWholeInNinetyPercentOfLeafSamples) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  BackgroundProcess chain({workload("chain"), "20"});
+  std::string out = temp_dir("chain") + "/profile.pb.gz";
+  auto result = record({"-d", "6", "-F", "99", "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("wrote " + out), std::string::npos) << result.out;
+
+  std::string error;
+  auto traces = traces_of_pid(read_traces_with_go(out, &error), chain.pid());
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t leaf = 0, whole = 0;
+  for (const auto& t : traces) {
+    if (t.frames.empty() || t.frames.front() != "leaf") continue;
+    leaf += t.count;
+    if (has_chain(t.frames, {"leaf", "stage_c", "stage_b", "stage_a", "main"})) whole += t.count;
+    EXPECT_EQ(t.labels.at("comm"), "chain");
+  }
+  // 6 s at 99 Hz of a process that is always on a CPU: about 600 samples.
+  ASSERT_GT(leaf, 200) << "too few leaf samples to judge";
+  EXPECT_GE(whole * 100, leaf * 90) << whole << " of " << leaf << " leaf samples carry the whole chain";
+}
+
+TEST(RecordTest, SyscallHeavyWorkloadShowsKernelFramesUnderItsUserFrames) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  BackgroundProcess reader({workload("syscall_heavy"), "20"});
+  std::string out = temp_dir("syscall") + "/profile.pb.gz";
+  auto result = record({"-d", "5", "-p", std::to_string(reader.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+
+  std::string error;
+  auto traces = traces_of_pid(read_traces_with_go(out, &error), reader.pid());
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t total = 0, kernel_under_user = 0;
+  for (const auto& t : traces) {
+    total += t.count;
+    auto user = std::find(t.frames.begin(), t.frames.end(), "read_loop");
+    if (user == t.frames.end() || user + 1 == t.frames.end() || *(user + 1) != "main") continue;
+    // Leaf first: the kernel's read path must come before (below) read_loop.
+    if (std::find(t.frames.begin(), user, "vfs_read") != user) kernel_under_user += t.count;
+  }
+  ASSERT_GT(total, 100);
+  EXPECT_GE(kernel_under_user * 2, total)
+      << kernel_under_user << " of " << total << " samples show vfs_read under read_loop <- main";
+}
+
+TEST(RecordTest, PidFilterKeepsOnlyThatProcess) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  BackgroundProcess chain({workload("chain"), "20"});
+  BackgroundProcess other({workload("syscall_heavy"), "20"});
+  std::string out = temp_dir("pidfilter") + "/profile.pb.gz";
+  auto result = record({"-d", "4", "-p", std::to_string(chain.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::string error;
+  auto traces = read_traces_with_go(out, &error);
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t total = 0;
+  for (const auto& t : traces) {
+    EXPECT_EQ(t.labels.at("pid"), std::to_string(chain.pid()));
+    total += t.count;
+  }
+  // 4 s at 99 Hz, sharing two CPUs with the other workload and the agent.
+  EXPECT_GT(total, 100);
+}
+
+TEST(RecordTest, NotRootGivesOneLineAndNonZeroExit) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged user";
+  if (run_command({"setpriv", "--version"}).exit_code != 0) {
+    if (in_ci()) FAIL() << "setpriv (util-linux) missing";
+    GTEST_SKIP() << "setpriv missing";
+  }
+  auto result = run_command({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             OMNIPROF_BINARY, "record", "-d", "1", "-o", "/tmp/never.pb.gz"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_NE(result.err.find("root"), std::string::npos) << result.err;
+}
+
+TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  std::string dir = temp_dir("run");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 49\noutput:\n  directory: "
+                        << dir << "/profiles\n";
+  BackgroundProcess chain({workload("chain"), "20"});
+  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config});
+  // Two whole rounds, then SIGTERM in the middle of the third.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(), 0);
+
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir + "/profiles")) {
+    files.push_back(entry.path().string());
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "temporary file left behind";
+  }
+  ASSERT_EQ(files.size(), 3u);
+  for (const auto& f : files) {
+    std::string error;
+    auto traces = read_traces_with_go(f, &error);
+    EXPECT_FALSE(traces.empty()) << f << ": " << error;
+  }
+}
+
+TEST(PluginsTest, ListsTheNativePluginAsLoaded) {
+  OMNIPROF_REQUIRE_BPF();
+  auto result = run_command({OMNIPROF_BINARY, "plugins"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("loaded    native"), std::string::npos) << result.out;
+}
+
+}  // namespace
+}  // namespace omniprof::e2e
+
+namespace omniprof::e2e {
+namespace {
+
+TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("plugins");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n"
+                        << "runtimes:\n  fixture: true\n";
+  auto result = run_command({OMNIPROF_BINARY, "plugins", "--config", config});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The third-party plugin's BPF object reuses the host's maps, passes the
+  // verifier and gets the first third-party slot.
+  EXPECT_NE(result.out.find("loaded    good_plugin 1.0 (runtime fixture)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("slot " + std::to_string(OMNIPROF_SLOT_THIRD_PARTY_FIRST)),
+            std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("major must match"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("no entry symbol"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("cannot load shared object"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("loaded    native"), std::string::npos) << result.out;
+}
+
+TEST(PluginsTest, RuntimeDisabledInConfigIsListedAsDisabled) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("plugins-disabled");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "runtimes:\n  native: false\n";
+  auto result = run_command({OMNIPROF_BINARY, "plugins", "--config", config});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("disabled  native"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("runtime 'native' is disabled in the config"), std::string::npos) << result.out;
+}
+
+}  // namespace
+}  // namespace omniprof::e2e

@@ -407,6 +407,16 @@ TEST_F(MalformedElfTest, SymbolTableContentsPastEnd) {
   expect_error("symtab_offset.so", bytes, "cannot read symbols");
 }
 
+TEST_F(MalformedElfTest, CompressedFlagOnPlainSymbolTable) {
+  std::string bytes = original_;
+  auto symtab = find_section_header(bytes, ".symtab");
+  ASSERT_TRUE(symtab.has_value());
+  Elf64_Shdr shdr;
+  std::memcpy(&shdr, bytes.data() + symtab->second, sizeof(shdr));
+  patch<uint64_t>(bytes, symtab->second + offsetof(Elf64_Shdr, sh_flags), shdr.sh_flags | SHF_COMPRESSED);
+  expect_error("symtab_flagged_compressed.so", bytes, "cannot read symbols");
+}
+
 TEST_F(MalformedElfTest, NotARegularFile) {
   auto directory = ElfFile::open(dir_.path());
   ASSERT_FALSE(directory.ok());
@@ -420,12 +430,14 @@ TEST_F(MalformedElfTest, NotARegularFile) {
 }
 
 // Random corruption of headers and tables: every call must return, with a
-// value or an error. Fixed seed, so a failure reproduces.
+// value or an error. Fixed seed, so a failure reproduces; set
+// OMNIPROF_FUZZ_ITERATIONS for a longer run (e.g. under ASan).
 TEST_F(MalformedElfTest, RandomCorruptionNeverCrashes) {
   Elf64_Ehdr ehdr;
   std::memcpy(&ehdr, original_.data(), sizeof(ehdr));
   std::mt19937_64 random(20240611);
-  for (int iteration = 0; iteration < 300; ++iteration) {
+  const int iterations = std::getenv("OMNIPROF_FUZZ_ITERATIONS") ? std::atoi(std::getenv("OMNIPROF_FUZZ_ITERATIONS")) : 300;
+  for (int iteration = 0; iteration < iterations; ++iteration) {
     std::string bytes = original_;
     const int mutations = 1 + static_cast<int>(random() % 8);
     for (int m = 0; m < mutations; ++m) {
@@ -494,6 +506,10 @@ TEST_F(MalformedElfTest, RandomCorruptionNeverCrashes) {
     const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
     if (name == nullptr || names.count(name) == 0) continue;
     if (elf_compress(scn, ELFCOMPRESS_ZLIB, ELF_CHF_FORCE) < 0) return fail(std::string("elf_compress ") + name);
+    // elf_compress changes the header and contents in memory only; with
+    // ELF_F_LAYOUT elf_update writes back only what is flagged dirty.
+    elf_flagshdr(scn, ELF_C_SET, ELF_F_DIRTY);
+    elf_flagscn(scn, ELF_C_SET, ELF_F_DIRTY);
     ++compressed;
   }
   if (compressed != names.size()) return fail("not all sections found");
@@ -531,7 +547,8 @@ TEST(CompressedSectionsTest, CompressedSymbolTableIsRead) {
   EXPECT_TRUE(compressed->has_symtab());
   auto original_symbols = original->symbols();
   auto compressed_symbols = compressed->symbols();
-  ASSERT_TRUE(original_symbols.ok() && compressed_symbols.ok());
+  ASSERT_TRUE(original_symbols.ok()) << original_symbols.error().message;
+  ASSERT_TRUE(compressed_symbols.ok()) << compressed_symbols.error().message;
   auto as_set = [](const std::vector<ElfSymbol>& symbols) {
     std::set<std::tuple<std::string, uint64_t, uint64_t>> set;
     for (const ElfSymbol& s : symbols) set.emplace(s.name, s.value, s.size);

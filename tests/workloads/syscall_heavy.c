@@ -1,7 +1,13 @@
 /* Workload for end-to-end tests: spends its time in the kernel (reading
  * /dev/zero copies zeroes into user memory), called from a known user chain
- * main -> read_loop. Runs for argv[1] seconds (default 10). */
+ * main -> read_loop. Runs for argv[1] seconds (default 10).
+ *
+ * read_loop issues the system call itself rather than through libc's read():
+ * Debian's libc has no frame pointers, so a frame-pointer walk starting in
+ * read() would skip read_loop. With the syscall inline, the user stack the
+ * kernel saved starts in read_loop, whose frame is intact. */
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,7 +22,12 @@ static double now(void) {
 
 __attribute__((noinline)) void read_loop(int fd, double end) {
   while (now() < end) {
-    if (read(fd, buffer, sizeof(buffer)) < 0) exit(1);
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "0"((long)SYS_read), "D"((long)fd), "S"(buffer), "d"(sizeof(buffer))
+                     : "rcx", "r11", "memory");
+    if (ret < 0) exit(1);
   }
 }
 
