@@ -79,7 +79,7 @@ Result<void> Agent::start() {
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
   if (auto r = maps_->load(); !r) {
-    return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(8)));
+    return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(4)));
   }
   if (!config_.pids.empty()) {
     if (auto r = maps_->set_debug_pids(config_.pids); !r) return r;

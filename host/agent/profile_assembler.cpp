@@ -24,13 +24,6 @@ std::string module_name(const std::string& path) {
 
 }  // namespace
 
-const std::string& ProfileAssembler::build_id(const std::string& host_path) {
-  auto it = build_ids_.find(host_path);
-  if (it != build_ids_.end()) return it->second;
-  auto id = read_build_id(host_path);
-  return build_ids_.emplace(host_path, id ? *id : std::string()).first->second;
-}
-
 uint64_t ProfileAssembler::marker_location(ProfileBuilder& builder, const std::string& name) {
   return builder.add_location(0, 0, {ProfileLine{name, "", "", 0}});
 }
@@ -76,8 +69,11 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
         log().debug("symbolize {}: {}", host_path, vaddr.error().message);
       }
     }
-    ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path,
-                      is_file ? build_id(host_path) : std::string(), true};
+    std::string build_id;
+    if (is_file) {
+      if (auto id = symbolizer_.build_id(host_path)) build_id = *id;
+    }
+    ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true};
     uint64_t mapping_id = builder.add_mapping(pm);
     ProfileLine line;
     if (symbol) {

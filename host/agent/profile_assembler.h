@@ -44,14 +44,12 @@ class ProfileAssembler {
   uint64_t kernel_location(ProfileBuilder& builder, uint64_t address);
   uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, uint8_t kind, uint64_t frame);
   uint64_t marker_location(ProfileBuilder& builder, const std::string& name);
-  const std::string& build_id(const std::string& host_path);
 
   ProcessTracker& processes_;
   ElfSymbolizer& symbolizer_;
   const KernelSymbols* kernel_;
   PluginHost* plugins_;
   AssemblerStats stats_;
-  std::unordered_map<std::string, std::string> build_ids_;
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
   std::unordered_map<uint64_t, uint64_t> kernel_cache_;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <vector>
 
 #include "bpf/perf_sampler.h"
 #include "log/logger.h"
@@ -62,14 +63,23 @@ void install_libbpf_logging() { libbpf_set_print(libbpf_print); }
 
 std::string take_libbpf_log_tail(size_t max_lines) {
   std::lock_guard<std::mutex> lock(g_log_mutex);
-  std::string out;
-  size_t start = g_log_tail.size() > max_lines ? g_log_tail.size() - max_lines : 0;
-  for (size_t i = start; i < g_log_tail.size(); ++i) {
-    if (g_log_tail[i].empty()) continue;
-    if (!out.empty()) out += " | ";
-    out += g_log_tail[i];
+  // Keep what explains the failure: the verifier's verdict sits just above
+  // its statistics and the end marker, which say nothing about the cause.
+  std::vector<std::string> useful;
+  for (const auto& line : g_log_tail) {
+    if (line.empty() || line.rfind("processed ", 0) == 0 || line.find("-- END PROG LOAD LOG --") != std::string::npos ||
+        line.rfind("verification time", 0) == 0 || line.rfind("stack depth", 0) == 0) {
+      continue;
+    }
+    useful.push_back(line);
   }
   g_log_tail.clear();
+  std::string out;
+  size_t start = useful.size() > max_lines ? useful.size() - max_lines : 0;
+  for (size_t i = start; i < useful.size(); ++i) {
+    if (!out.empty()) out += " | ";
+    out += useful[i];
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // omniprof command line: record, run, plugins. Fatal errors are exceptions
 // caught here; everything recoverable comes back as a Result.
+#include <errno.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   Config config = load_config(config_path, kRecordDefaultFrequencyHz);
   if (hz) config.frequency_hz = hz;
   if (!pids.empty()) config.pids = pids;
+  for (int32_t pid : config.pids) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) fail(fmt::format("-p {}: no such process", pid));
+  }
   set_log_level(config.log_level);
   Agent agent(config);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);

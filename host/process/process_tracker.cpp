@@ -34,11 +34,7 @@ std::string read_link(const std::string& path) {
 }  // namespace
 
 const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
-  auto it = std::upper_bound(mappings.begin(), mappings.end(), address,
-                             [](uint64_t a, const ProcMapping& m) { return a < m.start; });
-  if (it == mappings.begin()) return nullptr;
-  --it;
-  return address < it->end ? &*it : nullptr;
+  return find_mapping(mappings, address);
 }
 
 std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
@@ -125,11 +121,13 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = processes_.find(pid);
     if (it != processes_.end()) return it->second;
+    if (gone_this_round_.count(pid)) return nullptr;
   }
   auto snapshot = describe(pid);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!snapshot) {
     stats_.gone_before_read++;
+    gone_this_round_[pid] = true;
     return nullptr;
   }
   auto [it, inserted] = processes_.emplace(pid, snapshot);
@@ -210,6 +208,7 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
 void ProcessTracker::end_round() {
   std::lock_guard<std::mutex> lock(mutex_);
   refreshed_this_round_.clear();
+  gone_this_round_.clear();
   for (auto it = processes_.begin(); it != processes_.end();) {
     bool gone = it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0;
     if (gone) {

@@ -74,6 +74,8 @@ class ProcessTracker {
   mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
   std::unordered_map<int32_t, bool> refreshed_this_round_;
+  // Processes found gone this round: not looked for again until the next.
+  std::unordered_map<int32_t, bool> gone_this_round_;
   ProcessTrackerStats stats_;
 };
 

@@ -46,6 +46,8 @@ enum class SymbolKinds {
   kFunctionsAndObjects,  // plus STT_OBJECT and STT_TLS, for lookups by name
 };
 
+// Not thread-safe: libelf decompresses and caches section data inside the
+// handle even through the const accessors. Use one ElfFile per thread.
 class ElfFile {
  public:
   // Opens and validates the ELF header, the program header table and the

@@ -46,9 +46,30 @@ size_t leading_underscores(std::string_view name) {
   return count;
 }
 
+// End of a sized symbol; a corrupt size that would wrap around is clamped.
+uint64_t sized_end(uint64_t start, uint64_t size) {
+  return size > ~uint64_t{0} - start ? ~uint64_t{0} : start + size;
+}
+
 uint64_t page_size() {
   static const uint64_t size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   return size;
+}
+
+// Splits "/proc/PID/root/usr/lib/x.so" into ("/proc/PID/root",
+// "/usr/lib/x.so"), so that callers which pass host paths of containerized
+// processes still get debug files looked up inside the container's root.
+std::pair<std::string, std::string> split_proc_root(const std::string& path) {
+  constexpr std::string_view kProc = "/proc/";
+  constexpr std::string_view kRoot = "/root";
+  if (!path.starts_with(kProc)) return {"", path};
+  const size_t digits_end = path.find_first_not_of("0123456789", kProc.size());
+  if (digits_end == kProc.size() || digits_end == std::string::npos) return {"", path};
+  if (path.compare(digits_end, kRoot.size(), kRoot) != 0 || path.size() <= digits_end + kRoot.size() ||
+      path[digits_end + kRoot.size()] != '/') {
+    return {"", path};
+  }
+  return {path.substr(0, digits_end + kRoot.size()), path.substr(digits_end + kRoot.size())};
 }
 
 }  // namespace
@@ -124,11 +145,11 @@ struct ElfSymbolizer::LoadedFile {
       uint64_t longest_sized_end = 0;
       while (group_end < candidates.size() && candidates[group_end].start == candidates[i].start) {
         const Entry& alias = candidates[group_end];
-        if (alias.size > 0) longest_sized_end = std::max(longest_sized_end, alias.start + alias.size);
+        if (alias.size > 0) longest_sized_end = std::max(longest_sized_end, sized_end(alias.start, alias.size));
         ++group_end;
       }
       Entry chosen = candidates[i];
-      chosen.end = chosen.size > 0 ? chosen.start + chosen.size : longest_sized_end;
+      chosen.end = chosen.size > 0 ? sized_end(chosen.start, chosen.size) : longest_sized_end;
       functions.push_back(chosen);
       i = group_end;
     }
@@ -205,7 +226,9 @@ std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::
   // A stripped file keeps only .dynsym (exported functions); the debug file
   // has the full .symtab with the same addresses.
   if (!file->has_symtab()) {
-    if (auto debug_path = debug_file_finder_.find(*file, path, root_prefix)) {
+    const auto [debug_root_prefix, namespace_path] =
+        root_prefix.empty() ? split_proc_root(path) : std::make_pair(root_prefix, path);
+    if (auto debug_path = debug_file_finder_.find(*file, namespace_path, debug_root_prefix)) {
       auto debug_file = ElfFile::open(*debug_path);
       auto debug_symbols = debug_file ? debug_file->symbols(SymbolKinds::kFunctionsAndObjects)
                                       : Result<std::vector<ElfSymbol>>(debug_file.error());

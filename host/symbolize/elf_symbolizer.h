@@ -12,7 +12,8 @@
 // Paths: `path` is the path as the process sees it (e.g. from /proc/PID/maps)
 // and `root_prefix` is where that process's root is visible from here, e.g.
 // "/proc/PID/root" for a process in a container ("" for this mount
-// namespace). The file read is root_prefix + path.
+// namespace). The file read is root_prefix + path. A path of the form
+// /proc/PID/root/... given without a prefix is split the same way.
 #pragma once
 
 #include <cstdint>

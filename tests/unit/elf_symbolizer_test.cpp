@@ -823,6 +823,27 @@ TEST(DebugFileTest, RootPrefixLocatesFilesOfAnotherMountNamespace) {
   EXPECT_EQ(*build_id_file, root.path() + "/" + build_id_path);
 }
 
+TEST(DebugFileTest, ProcRootPathsAreSplitIntoPrefixAndPath) {
+  // Callers may pass /proc/PID/root/<path> as one host path; the debug file
+  // must still be looked up relative to <path> inside that root. This
+  // process's own root is "/", which makes the lookup checkable here.
+  TempDir dir;
+  const std::string binary = dir.file("app/symbols_pie_stripped");
+  fs::copy_file(fixture("symbols_pie_stripped"), binary);
+  const std::string global_debug = dir.file("debug_root" + dir.path() + "/app/symbols_pie_stripped.debug");
+  fs::copy_file(fixture(".debug/symbols_pie_stripped.debug"), global_debug);
+  const std::string proc_root = "/proc/" + std::to_string(::getpid()) + "/root";
+
+  ElfSymbolizer symbolizer{DebugFileFinder(dir.path() + "/debug_root")};
+  const auto nm = nm_symbols(fixture("symbols_pie"));
+  auto symbol = symbolize_or_fail(symbolizer, proc_root + binary, nm.at("omniprof_fixture_beta").address);
+  ASSERT_TRUE(symbol.has_value());
+  EXPECT_EQ(symbol->name, "omniprof_fixture_beta");
+  auto debug_file = symbolizer.debug_file(proc_root + binary);
+  ASSERT_TRUE(debug_file.ok()) << debug_file.error().message;
+  EXPECT_EQ(*debug_file, proc_root + global_debug);
+}
+
 // --- Runtime addresses -------------------------------------------------------
 
 struct ResolvedAddress {

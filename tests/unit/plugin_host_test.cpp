@@ -76,6 +76,8 @@ TEST(PluginHostTest, LoadAllKeepsGoingPastBadPlugins) {
   EXPECT_EQ(states["wrong_abi_plugin.so"], PluginState::kRefused);
   EXPECT_EQ(states["no_entry_plugin.so"], PluginState::kRefused);
   EXPECT_EQ(states["not_elf_plugin.so"], PluginState::kRefused);
+  // Its BPF object parses; only the verifier, at load, can refuse it.
+  EXPECT_EQ(states["verifier_reject_plugin.so"], PluginState::kChecked);
 }
 
 TEST(PluginHostTest, EarlierDirectoryShadowsSameFileName) {

@@ -1,0 +1,117 @@
+// ProfileAssembler without BPF: samples of this very test process, whose
+// functions have known names, and kernel frames from a kallsyms fixture.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "agent/profile_assembler.h"
+#include "process/process_tracker.h"
+#include "symbolize/elf_symbolizer.h"
+#include "symbolize/kernel_symbols.h"
+
+extern "C" __attribute__((noinline, used)) int omniprof_assembler_test_marker(int x) {
+  return x * 3 + 1;
+}
+
+namespace omniprof {
+namespace {
+
+struct Names {
+  std::vector<std::string> frames;  // leaf first
+  int64_t count = 0;
+  std::map<std::string, std::string> labels;
+};
+
+std::vector<Names> decode(const perftools::profiles::Profile& p) {
+  auto str = [&](int64_t i) { return p.string_table(static_cast<int>(i)); };
+  std::map<uint64_t, std::string> function_names;
+  for (const auto& f : p.function()) function_names[f.id()] = str(f.name());
+  std::map<uint64_t, std::string> location_names;
+  for (const auto& l : p.location()) {
+    location_names[l.id()] = l.line_size() ? function_names[l.line(0).function_id()] : "";
+  }
+  std::vector<Names> out;
+  for (const auto& s : p.sample()) {
+    Names n;
+    for (uint64_t id : s.location_id()) n.frames.push_back(location_names[id]);
+    n.count = s.value(0);
+    for (const auto& l : s.label()) n.labels[str(l.key())] = l.str() ? str(l.str()) : std::to_string(l.num());
+    out.push_back(n);
+  }
+  return out;
+}
+
+omniprof_stack_key key_for(uint64_t user, uint64_t kernel) {
+  omniprof_stack_key key{};
+  key.pid = static_cast<uint32_t>(getpid());
+  key.tid = static_cast<uint32_t>(getpid());
+  key.user_stack_id = user;
+  key.kernel_stack_id = kernel;
+  std::snprintf(key.thread_name, sizeof(key.thread_name), "worker-1");
+  return key;
+}
+
+TEST(ProfileAssemblerTest, NamesUserAndKernelFramesAndKeepsUnnamedOnes) {
+  ProcessTracker processes(nullptr, nullptr);
+  ElfSymbolizer symbolizer;
+  auto kernel = KernelSymbols::parse(
+      "ffffffff81000000 T _stext\nffffffff81100000 T vfs_read\nffffffff81100400 T ksys_read\n"
+      "ffffffff81200000 t my_mod_fn\t[my_mod]\nffffffff81200100 T _etext\n",
+      "fixture");
+  ASSERT_TRUE(kernel) << kernel.error().message;
+
+  auto marker = reinterpret_cast<uint64_t>(&omniprof_assembler_test_marker);
+  RoundSamples round;
+  // User stack: leaf inside the marker function, then a return address one
+  // past a (pretend) call in it, then an address in no mapping.
+  round.stacks[100] = StackFrames{{marker + 2, marker + 1, 0x10}, {0, 0, 0}};
+  round.stacks[200] = StackFrames{{0xffffffff81100010, 0xffffffff81100410, 0xffffffff81200010}, {}};
+  round.counts[key_for(100, 200)] = 7;
+  round.counts[key_for(OMNIPROF_STACK_ID_LOST, OMNIPROF_STACK_ID_NONE)] = 2;
+  round.counts[key_for(300, OMNIPROF_STACK_ID_NONE)] = 1;  // stack 300 was never read
+
+  ProfileAssembler assembler(processes, symbolizer, &*kernel, nullptr);
+  ProfileBuilder builder = assembler.assemble(round, 10101010, 0, 1000000000);
+  auto samples = decode(builder.build());
+  ASSERT_EQ(samples.size(), 3u);
+  std::map<int64_t, Names> by_count;
+  for (const auto& s : samples) by_count[s.count] = s;
+
+  const Names& full = by_count[7];
+  ASSERT_EQ(full.frames.size(), 6u);
+  EXPECT_EQ(full.frames[0], "vfs_read");
+  EXPECT_EQ(full.frames[1], "ksys_read");
+  EXPECT_EQ(full.frames[2], "my_mod_fn [my_mod]");
+  EXPECT_EQ(full.frames[3], "omniprof_assembler_test_marker");
+  // A return address is looked up one byte earlier: marker + 1 - 1 = marker.
+  EXPECT_EQ(full.frames[4], "omniprof_assembler_test_marker");
+  EXPECT_EQ(full.frames[5], "[unknown]+0xf");
+  EXPECT_EQ(full.labels.at("thread_name"), "worker-1");
+  EXPECT_EQ(full.labels.at("pid"), std::to_string(getpid()));
+  EXPECT_FALSE(full.labels.at("comm").empty());
+
+  EXPECT_EQ(by_count[2].frames, std::vector<std::string>{"[user stack lost: stack_traces full]"});
+  EXPECT_EQ(by_count[1].frames, std::vector<std::string>{"[user stack missing]"});
+  EXPECT_EQ(builder.total_samples(), 10);
+  EXPECT_GE(assembler.stats().unnamed_frames, 1u);
+}
+
+TEST(ProfileAssemblerTest, ProcessGoneBeforeItWasReadKeepsItsSamples) {
+  ProcessTracker processes(nullptr, nullptr);
+  ElfSymbolizer symbolizer;
+  RoundSamples round;
+  omniprof_stack_key key = key_for(100, OMNIPROF_STACK_ID_NONE);
+  key.pid = 0x7ffffff0;  // no such process
+  round.stacks[100] = StackFrames{{0x401000}, {0}};
+  round.counts[key] = 3;
+  ProfileAssembler assembler(processes, symbolizer, nullptr, nullptr);
+  ProfileBuilder builder = assembler.assemble(round, 1000, 0, 1);
+  auto samples = decode(builder.build());
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].count, 3);
+  EXPECT_EQ(samples[0].frames, std::vector<std::string>{"[unknown]+0x401000"});
+  EXPECT_EQ(samples[0].labels.at("comm"), "worker-1");  // falls back to the thread name
+  EXPECT_EQ(assembler.stats().unknown_processes, 3u);
+}
+
+}  // namespace
+}  // namespace omniprof
