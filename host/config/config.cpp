@@ -7,14 +7,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
+#include <omniprof/yaml_support.hpp>
+
+#include "common/file_io.h"
 #include "common/unique_fd.h"
 
 namespace omniprof {
@@ -45,74 +46,11 @@ constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
 
 constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
 
-// A value in the document and where it came from, for error messages.
-struct Located {
-  YAML::Node node;
-  std::string key;   // the mapping key it is the value of; empty for list elements
-  std::string path;  // "sampling.frequency_hz", "pids[2]"
-  // The line to blame. A null value (`key:` with nothing after it) carries the
-  // mark of whatever follows it in yaml-cpp, so the key's line is used then.
-  int line;  // 0-based as in YAML::Mark, -1 if unknown
-};
-
-int line_of(const YAML::Node& node, const YAML::Mark& fallback) {
-  const YAML::Mark mark = node.Mark();
-  if (node.IsNull() || mark.is_null()) return fallback.is_null() ? -1 : fallback.line;
-  return mark.line;
-}
-
-std::string describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return "nothing";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Scalar:
-      break;
-  }
-  return fmt::format("\"{}\"", node.Scalar());
-}
-
-std::string join(std::initializer_list<std::string_view> words) {
-  std::string joined;
-  for (std::string_view word : words) {
-    if (!joined.empty()) joined += ", ";
-    joined += word;
-  }
-  return joined;
-}
-
-enum class ParsedInteger { kOk, kNotAnInteger, kOutOfRange };
-
-// Decimal or 0x-hexadecimal, optionally signed. Hand-rolled rather than
-// yaml-cpp's as<int64_t>(), which reads "010240" as octal and would silently
-// shrink a map size written with a leading zero.
-ParsedInteger parse_integer(std::string_view text, int64_t& value) {
-  bool negative = false;
-  if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
-    negative = text.front() == '-';
-    text.remove_prefix(1);
-  }
-  int base = 10;
-  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-    base = 16;
-    text.remove_prefix(2);
-  }
-  if (text.empty() || text.front() == '-' || text.front() == '+')
-    return ParsedInteger::kNotAnInteger;
-  uint64_t magnitude = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), magnitude, base);
-  if (end != text.data() + text.size()) return ParsedInteger::kNotAnInteger;
-  if (ec == std::errc::result_out_of_range) return ParsedInteger::kOutOfRange;
-  if (ec != std::errc()) return ParsedInteger::kNotAnInteger;
-  constexpr uint64_t kMaxMagnitude = std::numeric_limits<int64_t>::max();
-  if (magnitude > kMaxMagnitude + (negative ? 1 : 0)) return ParsedInteger::kOutOfRange;
-  value = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
-  return ParsedInteger::kOk;
-}
+using sdk::yaml::describe;
+using sdk::yaml::line_of;
+using sdk::yaml::Located;
+using sdk::yaml::ParsedInteger;
+using sdk::yaml::parse_integer;
 
 // Applies one YAML document over a Config. Only the keys the document sets
 // change, so a later document (a conf.d drop-in) can be applied over an
@@ -200,34 +138,21 @@ class DocumentApplier {
     if (!mapping.node.IsMap()) {
       return error_at(mapping, fmt::format("expected a mapping, got {}", describe(mapping.node)));
     }
-    std::vector<Located> entries;
-    std::map<std::string, int> first_line_of_key;
-    // Copies, not references: yaml-cpp's iterator hands out a temporary
-    // pair, so `it->first` dangles at the end of the statement.
-    for (const auto& key_and_value : mapping.node) {
-      const YAML::Node key = key_and_value.first;
-      const YAML::Node value = key_and_value.second;
-      const YAML::Mark key_mark = key.Mark();
-      const int key_line = key_mark.is_null() ? mapping.line : key_mark.line;
-      if (!key.IsScalar()) {
-        return error_at(Located{key, "", mapping.path, key_line},
-                        fmt::format("keys must be plain names, got {}", describe(key)));
-      }
-      const std::string& name = key.Scalar();
-      Located entry{value, name, child_path(mapping.path, name), line_of(value, key_mark)};
-      if (known.size() != 0 &&
-          std::find(known.begin(), known.end(), std::string_view(name)) == known.end()) {
-        return error_at(Located{key, name, entry.path, key_line},
-                        fmt::format("unknown key (known: {})", join(known)));
-      }
-      auto [previous, inserted] = first_line_of_key.emplace(name, key_line);
-      if (!inserted) {
-        return error_at(Located{key, name, entry.path, key_line},
-                        fmt::format("duplicate key (first set on line {})", previous->second + 1));
-      }
-      entries.push_back(std::move(entry));
+    sdk::yaml::MappingEntries read = sdk::yaml::mapping_entries(mapping, known);
+    if (!read.error) return std::move(read.entries);
+    const sdk::yaml::KeyError& error = *read.error;
+    switch (error.kind) {
+      case sdk::yaml::KeyError::Kind::kNotAName:
+        return error_at(error.key,
+                        fmt::format("keys must be plain names, got {}", describe(error.key.node)));
+      case sdk::yaml::KeyError::Kind::kUnknown:
+        return error_at(error.key,
+                        fmt::format("unknown key (known: {})", sdk::yaml::join(known)));
+      case sdk::yaml::KeyError::Kind::kDuplicate:
+        break;
     }
-    return entries;
+    return error_at(error.key,
+                    fmt::format("duplicate key (first set on line {})", error.first_line + 1));
   }
 
   template <typename Unsigned>
@@ -313,7 +238,7 @@ class DocumentApplier {
     }
     for (std::size_t i = 0; i < field.node.size(); ++i) {
       YAML::Node element = field.node[i];
-      elements.push_back(Located{element, "", fmt::format("{}[{}]", field.path, i),
+      elements.push_back(Located{element, "", sdk::yaml::element_path(field.path, i),
                                  element.IsNull() ? field.line : element.Mark().line});
     }
     return elements;
@@ -355,15 +280,8 @@ class DocumentApplier {
                                        describe(field.node)));
   }
 
-  static std::string child_path(const std::string& parent, std::string_view key) {
-    return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
-  }
-
   Error error_at(const Located& where, std::string_view message) const {
-    std::string prefix(source_name_);
-    if (where.line >= 0) prefix += fmt::format(":{}", where.line + 1);
-    if (where.path.empty()) return make_error(fmt::format("{}: {}", prefix, message));
-    return make_error(fmt::format("{}: {}: {}", prefix, where.path, message));
+    return make_error(sdk::yaml::format_error(source_name_, where, message));
   }
 
   std::string_view source_name_;
@@ -376,9 +294,7 @@ Result<YAML::Node> load_document(const std::string& yaml_text, std::string_view 
   try {
     documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
-    if (e.mark.is_null())
-      return make_error(fmt::format("{}: invalid YAML: {}", source_name, e.msg));
-    return make_error(fmt::format("{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.msg));
+    return make_error(sdk::yaml::invalid_yaml_message(source_name, e));
   }
   if (documents.empty()) return YAML::Node();
   // Settings in a second document would otherwise be silently ignored.
@@ -393,13 +309,8 @@ Result<std::string> read_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return make_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   std::string contents;
-  char buffer[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    if (n == 0) break;
-    contents.append(buffer, static_cast<std::size_t>(n));
+  if (int error = read_to_end(fd.get(), contents); error != 0) {
+    return make_error(fmt::format("cannot read {}: {}", path, std::strerror(error)));
   }
   return contents;
 }

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "common/text_fields.h"
+#include "common/file_io.h"
 #include "common/unique_fd.h"
 
 namespace omniprof {
@@ -17,19 +19,8 @@ namespace {
 
 constexpr std::string_view kDeletedSuffix = " (deleted)";
 
-// Splits off the next space-separated field (the kernel pads with spaces only).
-std::string_view next_field(std::string_view& rest) {
-  const size_t begin = rest.find_first_not_of(' ');
-  if (begin == std::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  rest.remove_prefix(begin);
-  const size_t end = std::min(rest.find(' '), rest.size());
-  std::string_view field = rest.substr(0, end);
-  rest.remove_prefix(end);
-  return field;
-}
+// Fields are space-separated: the kernel pads with spaces only.
+constexpr std::string_view kFieldSeparators = " ";
 
 template <typename Integer>
 bool parse_number(std::string_view text, int base, Integer* value) {
@@ -46,11 +37,11 @@ bool valid_perms(std::string_view perms) {
 // One line: "start-end perms offset major:minor inode   [path]".
 bool parse_line(std::string_view line, ProcMapping* mapping) {
   std::string_view rest = line;
-  const std::string_view range = next_field(rest);
-  const std::string_view perms = next_field(rest);
-  const std::string_view offset = next_field(rest);
-  const std::string_view device = next_field(rest);
-  const std::string_view inode = next_field(rest);
+  const std::string_view range = next_field(rest, kFieldSeparators);
+  const std::string_view perms = next_field(rest, kFieldSeparators);
+  const std::string_view offset = next_field(rest, kFieldSeparators);
+  const std::string_view device = next_field(rest, kFieldSeparators);
+  const std::string_view inode = next_field(rest, kFieldSeparators);
 
   const size_t dash = range.find('-');
   const size_t colon = device.find(':');
@@ -81,9 +72,7 @@ Result<std::vector<ProcMapping>> parse_proc_maps(std::string_view text) {
   std::vector<ProcMapping> mappings;
   size_t line_number = 0;
   while (!text.empty()) {
-    const size_t newline = std::min(text.find('\n'), text.size());
-    const std::string_view line = text.substr(0, newline);
-    text.remove_prefix(std::min(newline + 1, text.size()));
+    const std::string_view line = next_line(text);
     ++line_number;
     if (line.find_first_not_of(' ') == std::string_view::npos) continue;
 
@@ -106,16 +95,7 @@ Result<std::vector<ProcMapping>> read_proc_maps(int pid) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return exited_or(errno);
   std::string text;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return exited_or(errno);
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-  }
+  if (int error = read_to_end(fd.get(), text); error != 0) return exited_or(error);
   auto mappings = parse_proc_maps(text);
   if (!mappings) return make_error(fmt::format("{}: {}", path, mappings.error().message));
   return mappings;

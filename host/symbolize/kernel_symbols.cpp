@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/text_fields.h"
+#include "common/file_io.h"
 #include "common/unique_fd.h"
 
 namespace omniprof {
@@ -33,32 +35,15 @@ int type_rank(char type) {
   }
 }
 
-std::string_view next_field(std::string_view& rest) {
-  const size_t begin = rest.find_first_not_of(" \t");
-  if (begin == std::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  rest.remove_prefix(begin);
-  const size_t end = std::min(rest.find_first_of(" \t"), rest.size());
-  std::string_view field = rest.substr(0, end);
-  rest.remove_prefix(end);
-  return field;
-}
+// kallsyms fields are separated by spaces or tabs (the module column by a tab).
+constexpr std::string_view kFieldSeparators = " \t";
 
 Result<std::string> read_whole_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
   std::string text;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return make_error(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
+  if (int error = read_to_end(fd.get(), text); error != 0) {
+    return make_error(fmt::format("{}: read failed: {}", path, std::strerror(error)));
   }
   return text;
 }
@@ -81,23 +66,21 @@ Result<KernelSymbols> KernelSymbols::parse(std::string_view text, const std::str
 
   size_t line_number = 0;
   while (!text.empty()) {
-    const size_t newline = std::min(text.find('\n'), text.size());
-    const std::string_view line = text.substr(0, newline);
-    text.remove_prefix(std::min(newline + 1, text.size()));
+    const std::string_view line = next_line(text);
     ++line_number;
 
     std::string_view rest = line;
-    const std::string_view address_field = next_field(rest);
+    const std::string_view address_field = next_field(rest, kFieldSeparators);
     if (address_field.empty()) continue;  // blank line
-    const std::string_view type_field = next_field(rest);
-    const std::string_view name_field = next_field(rest);
-    const std::string_view module_field = next_field(rest);
+    const std::string_view type_field = next_field(rest, kFieldSeparators);
+    const std::string_view name_field = next_field(rest, kFieldSeparators);
+    const std::string_view module_field = next_field(rest, kFieldSeparators);
     uint64_t address = 0;
     const auto [end, ec] = std::from_chars(address_field.data(), address_field.data() + address_field.size(), address, 16);
     const bool module_ok = module_field.empty() ||
                            (module_field.size() > 2 && module_field.front() == '[' && module_field.back() == ']');
     if (ec != std::errc() || end != address_field.data() + address_field.size() || type_field.size() != 1 ||
-        name_field.empty() || !module_ok || !next_field(rest).empty()) {
+        name_field.empty() || !module_ok || !next_field(rest, kFieldSeparators).empty()) {
       return make_error(fmt::format("{}:{}: malformed kallsyms line: \"{}\"", source, line_number, line));
     }
     any_line = true;

@@ -35,14 +35,12 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +50,8 @@
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "omniprof/yaml_support.hpp"
 
 namespace omniprof::sdk {
 
@@ -154,9 +154,7 @@ class OffsetTable {
       // Syntax errors land here. The parser only reads nodes whose type it
       // has checked, so anything else from yaml-cpp would be a bug; it is
       // still reported as an OffsetError so the plugin's catch sees it.
-      if (e.mark.is_null()) throw OffsetError(source_name + ": invalid YAML: " + e.msg);
-      throw OffsetError(source_name + ":" + std::to_string(e.mark.line + 1) +
-                        ": invalid YAML: " + e.msg);
+      throw OffsetError(yaml::invalid_yaml_message(source_name, e));
     }
   }
 
@@ -189,13 +187,7 @@ class OffsetTable {
   }
 
  private:
-  // A value in the document and where it came from, for error messages.
-  struct Located {
-    YAML::Node node;
-    std::string key;   // the mapping key it is the value of; empty for list elements
-    std::string path;  // "versions[1].offsets.PyFrameObject.f_back"
-    int line;          // 0-based as in YAML::Mark, -1 if unknown
-  };
+  using Located = yaml::Located;
 
   class Parser {
    public:
@@ -212,9 +204,9 @@ class OffsetTable {
         throw OffsetError(source_name_ + ": empty offsets file, expected `runtime` and `versions`");
       }
       const YAML::Node& root = documents.front();
-      Located top{root, "", "", line_of(root, YAML::Mark::null_mark())};
+      Located top{root, "", "", yaml::line_of(root, YAML::Mark::null_mark())};
       if (!root.IsMap())
-        fail(top, "expected a mapping with `runtime` and `versions`, got " + describe(root));
+        fail(top, "expected a mapping with `runtime` and `versions`, got " + yaml::describe(root));
 
       OffsetTable table;
       std::vector<Located> keys = mapping_entries(top, {"runtime", "versions"});
@@ -222,12 +214,12 @@ class OffsetTable {
       const Located& versions = required(top, keys, "versions");
       if (!versions.node.IsSequence() || versions.node.size() == 0) {
         fail(versions, "expected a non-empty list of {version, offsets} entries, got " +
-                           describe(versions.node));
+                           yaml::describe(versions.node));
       }
       for (std::size_t i = 0; i < versions.node.size(); ++i) {
         YAML::Node element = versions.node[i];
-        Located entry{element, "", versions.path + "[" + std::to_string(i) + "]",
-                      line_of(element, versions.node.Mark())};
+        Located entry{element, "", yaml::element_path(versions.path, i),
+                      yaml::line_of(element, versions.node.Mark())};
         parse_entry(entry, table);
       }
       return table;
@@ -237,7 +229,8 @@ class OffsetTable {
     // Appends the `versions` entry at `entry` to table.entries_.
     void parse_entry(const Located& entry, OffsetTable& table) {
       if (!entry.node.IsMap()) {
-        fail(entry, "expected a mapping with `version` and `offsets`, got " + describe(entry.node));
+        fail(entry, "expected a mapping with `version` and `offsets`, got " +
+                        yaml::describe(entry.node));
       }
       std::vector<Located> keys = mapping_entries(entry, {"version", "offsets"});
       Offsets offsets;
@@ -247,7 +240,7 @@ class OffsetTable {
       const Located& version = required(entry, keys, "version");
       if (!version.node.IsScalar() || !parse_version_pattern(version.node.Scalar(), offsets)) {
         fail(version, "expected a version \"MAJOR.MINOR\" or \"MAJOR.MINOR.PATCH\", got " +
-                          describe(version.node));
+                          yaml::describe(version.node));
       }
       offsets.version_ = version.node.Scalar();
       for (const Offsets& earlier : table.entries_) {
@@ -260,7 +253,7 @@ class OffsetTable {
 
       const Located& fields = required(entry, keys, "offsets");
       if (!fields.node.IsMap()) {
-        fail(fields, "expected a mapping of field: offset, got " + describe(fields.node));
+        fail(fields, "expected a mapping of field: offset, got " + yaml::describe(fields.node));
       }
       for (const Located& field : mapping_entries(fields, {})) {
         offsets.fields_[field.key] = parse_offset(field);
@@ -288,73 +281,39 @@ class OffsetTable {
       return true;
     }
 
-    // Decimal or 0x-hexadecimal, optionally signed. Hand-rolled rather than
-    // yaml-cpp's as<int64_t>(), which reads "072" as octal.
+    // Decimal or 0x-hexadecimal, optionally signed (see yaml::parse_integer).
     int64_t parse_offset(const Located& value) {
-      const std::string expected = "expected an integer offset, got ";
-      if (!value.node.IsScalar()) fail(value, expected + describe(value.node));
-      std::string_view text = value.node.Scalar();
-      bool negative = false;
-      if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
-        negative = text.front() == '-';
-        text.remove_prefix(1);
+      if (value.node.IsScalar()) {
+        int64_t offset = 0;
+        switch (yaml::parse_integer(value.node.Scalar(), offset)) {
+          case yaml::ParsedInteger::kOk:
+            return offset;
+          case yaml::ParsedInteger::kOutOfRange:
+            fail(value, value.node.Scalar() + " does not fit in 64 bits");
+          case yaml::ParsedInteger::kNotAnInteger:
+            break;
+        }
       }
-      int base = 10;
-      if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-        base = 16;
-        text.remove_prefix(2);
-      }
-      uint64_t magnitude = 0;
-      const char* const end = text.data() + text.size();
-      auto [next, ec] = std::from_chars(text.data(), end, magnitude, base);
-      if (text.empty() || text.front() == '-' || text.front() == '+' || next != end ||
-          (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-        fail(value, expected + describe(value.node));
-      }
-      constexpr uint64_t kMaxMagnitude = std::numeric_limits<int64_t>::max();
-      if (ec == std::errc::result_out_of_range || magnitude > kMaxMagnitude + (negative ? 1 : 0)) {
-        fail(value, value.node.Scalar() + " does not fit in 64 bits");
-      }
-      return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+      fail(value, "expected an integer offset, got " + yaml::describe(value.node));
     }
 
     // The entries of a mapping in document order, checking that keys are
-    // plain, known (unless `known` is empty) and not repeated: yaml-cpp keeps
-    // duplicate keys without a word.
+    // non-empty names, known (unless `known` is empty) and not repeated:
+    // yaml-cpp keeps duplicate keys without a word.
     std::vector<Located> mapping_entries(const Located& mapping,
                                          std::initializer_list<std::string_view> known) {
-      std::vector<Located> entries;
-      std::map<std::string, int> first_line_of_key;
-      // Copies, not references: yaml-cpp's iterator hands out a temporary
-      // pair, so `it->first` dangles at the end of the statement.
-      for (const auto& key_and_value : mapping.node) {
-        const YAML::Node key = key_and_value.first;
-        const YAML::Node value = key_and_value.second;
-        const YAML::Mark key_mark = key.Mark();
-        const int key_line = key_mark.is_null() ? mapping.line : key_mark.line;
-        if (!key.IsScalar() || key.Scalar().empty()) {
-          fail(Located{key, "", mapping.path, key_line},
-               "keys must be non-empty names, got " + describe(key));
-        }
-        const std::string& name = key.Scalar();
-        Located entry{value, name, child_path(mapping.path, name), line_of(value, key_mark)};
-        Located at_key{key, name, entry.path, key_line};
-        if (known.size() != 0 && std::find(known.begin(), known.end(), name) == known.end()) {
-          std::string names;
-          for (std::string_view known_name : known) {
-            names += names.empty() ? "" : ", ";
-            names += known_name;
-          }
-          fail(at_key, "unknown key (known: " + names + ")");
-        }
-        auto [previous, inserted] = first_line_of_key.emplace(name, key_line);
-        if (!inserted) {
-          fail(at_key,
-               "duplicate key (first on line " + std::to_string(previous->second + 1) + ")");
-        }
-        entries.push_back(std::move(entry));
+      yaml::MappingEntries read = yaml::mapping_entries(mapping, known, yaml::EmptyKeys::kReject);
+      if (!read.error) return std::move(read.entries);
+      const yaml::KeyError& error = *read.error;
+      switch (error.kind) {
+        case yaml::KeyError::Kind::kNotAName:
+          fail(error.key, "keys must be non-empty names, got " + yaml::describe(error.key.node));
+        case yaml::KeyError::Kind::kUnknown:
+          fail(error.key, "unknown key (known: " + yaml::join(known) + ")");
+        case yaml::KeyError::Kind::kDuplicate:
+          break;
       }
-      return entries;
+      fail(error.key, "duplicate key (first on line " + std::to_string(error.first_line + 1) + ")");
     }
 
     static const Located* find_key(const std::vector<Located>& entries, const std::string& name) {
@@ -375,43 +334,13 @@ class OffsetTable {
                               const std::string& name) {
       const Located& value = required(mapping, keys, name);
       if (!value.node.IsScalar() || value.node.Scalar().empty()) {
-        fail(value, "expected a name, got " + describe(value.node));
+        fail(value, "expected a name, got " + yaml::describe(value.node));
       }
       return value.node.Scalar();
     }
 
-    // A null value (`key:` with nothing after it) carries the mark of
-    // whatever follows it in yaml-cpp, so the key's line is used then.
-    static int line_of(const YAML::Node& node, const YAML::Mark& fallback) {
-      const YAML::Mark mark = node.Mark();
-      if (node.IsNull() || mark.is_null()) return fallback.is_null() ? -1 : fallback.line;
-      return mark.line;
-    }
-
-    static std::string child_path(const std::string& parent, const std::string& key) {
-      return parent.empty() ? key : parent + "." + key;
-    }
-
-    static std::string describe(const YAML::Node& node) {
-      switch (node.Type()) {
-        case YAML::NodeType::Null:
-        case YAML::NodeType::Undefined:
-          return "nothing";
-        case YAML::NodeType::Sequence:
-          return "a list";
-        case YAML::NodeType::Map:
-          return "a mapping";
-        case YAML::NodeType::Scalar:
-          break;
-      }
-      return "\"" + node.Scalar() + "\"";
-    }
-
     [[noreturn]] void fail(const Located& where, const std::string& message) const {
-      std::string text = source_name_;
-      if (where.line >= 0) text += ":" + std::to_string(where.line + 1);
-      if (!where.path.empty()) text += ": " + where.path;
-      throw OffsetError(text + ": " + message);
+      throw OffsetError(yaml::format_error(source_name_, where, message));
     }
 
     const std::string& source_name_;
