@@ -1,10 +1,21 @@
-// Agent overhead benchmark: CPU seconds per wall second and peak RSS of
-// `omniprof record` profiling the whole machine, idle and with every core
-// busy, at 19 Hz and 99 Hz. Baseline from the same run: `perf record -a -g`
-// at the same frequency, measured the same way (the tool users reach for
-// first). Prints a table; asserts nothing.
+// Agent overhead benchmark: what `omniprof record` costs while profiling the
+// whole machine, idle and with every core busy, at 19 Hz and 99 Hz.
 //
-//   bench/agent_overhead [SECONDS]   (root; default 20 s per measurement)
+// Figures per measurement:
+//   steady  CPU seconds per wall second of the agent process between 3 s
+//           after start and 2 s before the end (no start-up, no final
+//           symbolization): the always-on cost.
+//   total   the same over the whole run, start-up and writing included.
+//   RSS     peak resident memory of the agent process.
+//   BPF     mean run time of each omniprof BPF program per run, from the
+//           kernel's own statistics (kernel.bpf_stats_enabled): the cost
+//           paid inside the sampled processes. Tail calls run inside the
+//           program that made them, so omniprof_entry's figure is the whole
+//           walk of one sample (entry, native slot, STOP).
+// Baseline from the same run: `perf record -a -g` at the same frequency,
+// measured the same way (the tool users reach for first).
+//
+//   build/bench/agent_overhead [SECONDS]   (root; default 20 s, at least 8)
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -13,26 +24,31 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct Usage {
-  double cpu_seconds = 0;
-  double wall_seconds = 0;
-  long max_rss_kb = 0;
-  int exit_code = -1;
+  double steady_cpu_per_s = 0;
+  double total_cpu_per_s = 0;
+  double max_rss_mb = 0;
+  std::map<std::string, double> bpf_ns_per_run;
+  bool ok = false;
 };
 
-pid_t spawn(const std::vector<std::string>& args, bool quiet) {
+pid_t spawn(const std::vector<std::string>& args) {
+  std::fflush(stdout);  // the child must not inherit unwritten output
   pid_t pid = fork();
   if (pid == 0) {
-    if (quiet) {
-      freopen("/dev/null", "w", stdout);
-      freopen("/dev/null", "w", stderr);
-    }
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -42,53 +58,106 @@ pid_t spawn(const std::vector<std::string>& args, bool quiet) {
   return pid;
 }
 
-Usage measure(const std::vector<std::string>& args) {
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = spawn(args, true);
+// CPU time of a live process, all threads, in seconds: the first field of
+// each thread's schedstat is its run time in nanoseconds (utime/stime in
+// /proc/PID/stat count whole clock ticks, too coarse for an agent that runs
+// a few milliseconds a second).
+double process_cpu_seconds(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  FILE* pipe = popen(("cat " + dir + "/*/schedstat 2>/dev/null").c_str(), "r");
+  if (!pipe) return 0;
+  double total_ns = 0;
+  unsigned long long run_ns = 0, wait_ns = 0, slices = 0;
+  while (std::fscanf(pipe, "%llu %llu %llu", &run_ns, &wait_ns, &slices) == 3) total_ns += run_ns;
+  pclose(pipe);
+  return total_ns / 1e9;
+}
+
+// run_time_ns / run_cnt of the BPF programs whose names start with a prefix.
+std::map<std::string, double> bpf_program_costs(const std::vector<std::string>& prefixes) {
+  std::map<std::string, double> costs;
+  FILE* pipe = popen("bpftool prog show 2>/dev/null", "r");
+  if (!pipe) return costs;
+  std::string text;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) text.append(buffer, n);
+  pclose(pipe);
+  static const std::regex entry(R"(name (\S+)[^\n]*run_time_ns (\d+) run_cnt (\d+))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), entry); it != std::sregex_iterator(); ++it) {
+    std::string name = (*it)[1];
+    double runs = std::stod((*it)[3]);
+    for (const auto& prefix : prefixes) {
+      if (name.rfind(prefix, 0) == 0 && runs > 0) costs[name] = std::stod((*it)[2]) / runs;
+    }
+  }
+  return costs;
+}
+
+Usage measure(const std::vector<std::string>& args, int seconds, bool bpf) {
+  auto start = Clock::now();
+  pid_t pid = spawn(args);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  double cpu_a = process_cpu_seconds(pid);
+  auto t_a = Clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(seconds - 5));
+  double cpu_b = process_cpu_seconds(pid);
+  auto t_b = Clock::now();
+  Usage u;
+  if (bpf) u.bpf_ns_per_run = bpf_program_costs({"omniprof_", "native_unwind"});
   int status = 0;
   rusage usage{};
   wait4(pid, &status, 0, &usage);
-  Usage u;
-  u.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  u.cpu_seconds = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec +
-                  usage.ru_stime.tv_usec / 1e6;
-  u.max_rss_kb = usage.ru_maxrss;
-  u.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  double total_cpu = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec +
+                     usage.ru_stime.tv_usec / 1e6;
+  u.steady_cpu_per_s = (cpu_b - cpu_a) / std::chrono::duration<double>(t_b - t_a).count();
+  u.total_cpu_per_s = total_cpu / wall;
+  u.max_rss_mb = usage.ru_maxrss / 1024.0;
+  u.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   return u;
+}
+
+void print_row(const char* load, int hz, const char* tool, const Usage& u, const std::string& extra) {
+  std::printf("%-5s %4d  %-9s %9.3f%% %9.3f%% %8.1f  %s%s\n", load, hz, tool, 100 * u.steady_cpu_per_s,
+              100 * u.total_cpu_per_s, u.max_rss_mb, extra.c_str(), u.ok ? "" : "  (run failed)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = argc > 1 ? atoi(argv[1]) : 20;
+  int seconds = argc > 1 ? std::max(8, atoi(argv[1])) : 20;
   std::string omniprof = OMNIPROF_BINARY;
   std::string busy = OMNIPROF_BUSY_WORKLOAD;
   int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   bool have_perf = system("perf --version >/dev/null 2>&1") == 0;
+  std::ofstream("/proc/sys/kernel/bpf_stats_enabled") << "1";
 
-  std::printf("agent overhead, %d s per measurement, %d CPUs\n", seconds, cpus);
-  std::printf("%-6s %-5s %-9s %12s %10s %10s\n", "load", "Hz", "tool", "CPU s/wall s", "% of core",
-              "RSS MB");
+  std::printf("agent overhead: %d s per measurement, %d CPUs; %% of one core\n", seconds, cpus);
+  std::printf("%-5s %4s  %-9s %10s %10s %8s  %s\n", "load", "Hz", "tool", "steady", "total", "RSS MB",
+              "BPF ns/run, or ratio to perf");
   for (bool loaded : {false, true}) {
     std::vector<pid_t> load;
     if (loaded) {
-      for (int i = 0; i < cpus; ++i) load.push_back(spawn({busy, std::to_string(seconds * 4 + 30)}, true));
+      for (int i = 0; i < cpus; ++i) load.push_back(spawn({busy, std::to_string(seconds * 4 + 30)}));
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
+    const char* load_name = loaded ? "busy" : "idle";
     for (int hz : {19, 99}) {
       Usage ours = measure({omniprof, "record", "-F", std::to_string(hz), "-d", std::to_string(seconds),
-                            "-o", "/tmp/omniprof-bench.pb.gz"});
-      double ours_rate = ours.cpu_seconds / ours.wall_seconds;
-      std::printf("%-6s %-5d %-9s %12.5f %9.3f%% %10.1f%s\n", loaded ? "busy" : "idle", hz, "omniprof",
-                  ours_rate, 100 * ours_rate, ours.max_rss_kb / 1024.0,
-                  ours.exit_code == 0 ? "" : "  (failed)");
+                            "-o", "/tmp/omniprof-bench.pb.gz"},
+                           seconds, true);
+      std::string bpf;
+      for (const auto& [name, ns] : ours.bpf_ns_per_run) bpf += name + "=" + std::to_string(static_cast<long>(ns)) + " ";
+      print_row(load_name, hz, "omniprof", ours, bpf);
       if (!have_perf) continue;
       Usage perf = measure({"perf", "record", "-a", "-g", "-F", std::to_string(hz), "-o",
-                            "/tmp/omniprof-bench.perf.data", "--", "sleep", std::to_string(seconds)});
-      double perf_rate = perf.cpu_seconds / perf.wall_seconds;
-      std::printf("%-6s %-5d %-9s %12.5f %9.3f%% %10.1f  omniprof/perf CPU = %.2f\n",
-                  loaded ? "busy" : "idle", hz, "perf", perf_rate, 100 * perf_rate,
-                  perf.max_rss_kb / 1024.0, perf_rate > 0 ? ours_rate / perf_rate : 0.0);
+                            "/tmp/omniprof-bench.perf.data", "--", "sleep", std::to_string(seconds)},
+                           seconds, false);
+      char ratio[96];
+      std::snprintf(ratio, sizeof(ratio), "omniprof/perf: steady %.2f, RSS %.2f",
+                    perf.steady_cpu_per_s > 0 ? ours.steady_cpu_per_s / perf.steady_cpu_per_s : 0.0,
+                    ours.max_rss_mb / perf.max_rss_mb);
+      print_row(load_name, hz, "perf", perf, ratio);
     }
     for (pid_t pid : load) {
       kill(pid, SIGKILL);
