@@ -14,7 +14,6 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the host between open and load. */
 const volatile __u8 filter_pids = 0;
-const volatile __u64 process_request_interval_ns = 1000000000ULL;
 
 /* -p PID...: the processes to keep when filter_pids is set (SetDebugPIDs). */
 struct {
@@ -23,42 +22,6 @@ struct {
   __type(key, __u32);
   __type(value, __u8);
 } pid_filter SEC(".maps");
-
-/* Notifications to the host: unknown processes, exec, exit. */
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 256 * 1024);
-} events SEC(".maps");
-
-/* pid -> time of the last PROCESS_UNKNOWN request, so a busy unknown process
- * is reported at most once per process_request_interval_ns. */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32);
-  __type(value, __u64);
-} process_requests SEC(".maps");
-
-static __always_inline void send_event(__u32 type, __u32 pid) {
-  struct omniprof_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
-  if (!event) {
-    omniprof_count(OMNIPROF_STAT_EVENTS_LOST);
-    return;
-  }
-  event->type = type;
-  event->pid = pid;
-  event->ktime_ns = bpf_ktime_get_ns();
-  bpf_ringbuf_submit(event, 0);
-}
-
-static __always_inline void request_process(__u32 pid) {
-  __u64 now = bpf_ktime_get_ns();
-  __u64 *last = bpf_map_lookup_elem(&process_requests, &pid);
-  if (last && now - *last < process_request_interval_ns) return;
-  bpf_map_update_elem(&process_requests, &pid, &now, BPF_ANY);
-  omniprof_count(OMNIPROF_STAT_PROCESS_REQUESTS);
-  send_event(OMNIPROF_EVENT_PROCESS_UNKNOWN, pid);
-}
 
 /* murmur3's 64-bit finalizer: spreads every input bit over the hash. */
 static __always_inline __u64 mix64(__u64 h) {
@@ -148,7 +111,9 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
   state->sp = regs.rsp;
   state->bp = regs.rbp;
 
-  if (!bpf_map_lookup_elem(&process_info, &tgid)) request_process(tgid);
+  if (!bpf_map_lookup_elem(&process_info, &tgid)) {
+    omniprof_request(OMNIPROF_EVENT_PROCESS_UNKNOWN, tgid);
+  }
 
   omniprof_tail_call(ctx, state, OMNIPROF_SLOT_NATIVE);
   return 0;
@@ -191,7 +156,7 @@ struct linux_binprm;
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(omniprof_exec, struct task_struct *task, int old_pid, struct linux_binprm *bprm) {
   __u32 tgid = BPF_CORE_READ(task, tgid);
-  if (bpf_map_lookup_elem(&process_info, &tgid)) send_event(OMNIPROF_EVENT_EXEC, tgid);
+  if (bpf_map_lookup_elem(&process_info, &tgid)) omniprof_send_event(OMNIPROF_EVENT_EXEC, tgid);
   return 0;
 }
 
@@ -200,6 +165,6 @@ int BPF_PROG(omniprof_exit, struct task_struct *task) {
   __u32 pid = BPF_CORE_READ(task, pid);
   __u32 tgid = BPF_CORE_READ(task, tgid);
   if (pid != tgid) return 0; /* a thread, not the process */
-  if (bpf_map_lookup_elem(&process_info, &tgid)) send_event(OMNIPROF_EVENT_EXIT, tgid);
+  if (bpf_map_lookup_elem(&process_info, &tgid)) omniprof_send_event(OMNIPROF_EVENT_EXIT, tgid);
   return 0;
 }

@@ -1,7 +1,8 @@
 # omniprof_add_plugin(NAME
 #                     SOURCES src...          C/C++ sources of the plugin
 #                     BPF_SOURCE file.bpf.c   its unwinder, built with bpf_object()
-#                     [DATA files...])        shipped under share/omniprof/plugins/NAME
+#                     [DATA files...]         shipped under share/omniprof/plugins/NAME
+#                     [LINK targets...])      libraries the plugin links (statically, ideally)
 #
 # Builds NAME.so with hidden visibility and a version script that exports
 # only the plugin entry, embeds its BPF object (the skeleton's __elf_bytes),
@@ -13,7 +14,7 @@ set(OMNIPROF_PLUGIN_VERSION_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/../sdk/plugin.ver
     CACHE FILEPATH "Version script exporting only the plugin entry")
 
 function(omniprof_add_plugin name)
-  cmake_parse_arguments(ARG "" "BPF_SOURCE" "SOURCES;DATA" ${ARGN})
+  cmake_parse_arguments(ARG "" "BPF_SOURCE" "SOURCES;DATA;LINK" ${ARGN})
   bpf_object(${name} ${ARG_BPF_SOURCE})
   add_library(${name}_plugin MODULE ${ARG_SOURCES})
   set_target_properties(${name}_plugin PROPERTIES
@@ -25,7 +26,7 @@ function(omniprof_add_plugin name)
     LIBRARY_OUTPUT_DIRECTORY ${OMNIPROF_PLUGIN_OUTPUT_DIR})
   target_link_options(${name}_plugin PRIVATE
     -Wl,--version-script=${OMNIPROF_PLUGIN_VERSION_SCRIPT} -Wl,--no-undefined)
-  target_link_libraries(${name}_plugin PRIVATE omniprof_sdk ${name}_skel)
+  target_link_libraries(${name}_plugin PRIVATE omniprof_sdk ${name}_skel ${ARG_LINK})
   install(TARGETS ${name}_plugin LIBRARY DESTINATION ${OMNIPROF_PLUGIN_SUBDIR} COMPONENT ${name})
   if(ARG_DATA)
     set(data_dir ${CMAKE_BINARY_DIR}/${OMNIPROF_DATA_SUBDIR}/plugins/${name})

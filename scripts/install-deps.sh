@@ -13,7 +13,9 @@ PACKAGES=(
   libelf-dev libdw-dev elfutils binutils zlib1g-dev
   # host libraries
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-  libprotobuf-dev protobuf-compiler libcli11-dev
+  libprotobuf-dev protobuf-compiler libcli11-dev libxxhash-dev
+  # runtimes the unwinder is checked against
+  ruby
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
 )

@@ -75,7 +75,8 @@ Result<void> Agent::start() {
   auto maps = BpfMaps::open();
   if (!maps) return maps.error();
   maps_ = std::move(*maps);
-  MapSizes sizes{config_.stack_traces_entries, config_.stack_counts_entries, config_.process_entries};
+  MapSizes sizes{config_.stack_traces_entries, config_.stack_counts_entries, config_.process_entries,
+                 config_.unwind_shards, config_.executable_entries};
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
   if (auto r = maps_->load(); !r) {
@@ -101,7 +102,9 @@ Result<void> Agent::start() {
   } else {
     log().warn("kernel frames will not be named: {}", kernel.error().message);
   }
+  executables_ = std::make_unique<ExecutableInfoManager>(plugins_.get());
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
+  processes_->track_executables(executables_.get(), &file_ids_, symbolizer_.get());
   assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
                                                   kernel_symbols_ ? &*kernel_symbols_ : nullptr,
                                                   plugins_.get());
@@ -164,6 +167,7 @@ void Agent::stop() {
 }
 
 Result<void> Agent::collect() {
+  executables_->retry_deferred();
   auto r = drain_into(*maps_, round_);
   if (!r) {
     drain_errors_++;
@@ -201,12 +205,20 @@ std::vector<StatLine> Agent::stats() const {
   }
   auto ps = processes_->stats();
   const auto& as = assembler_->stats();
+  auto es = executables_->stats();
   for (const auto& [name, value] :
        std::initializer_list<std::pair<const char*, uint64_t>>{
            {"host.processes_described", ps.described},
            {"host.processes_gone_before_read", ps.gone_before_read},
            {"host.process_info_errors", ps.process_info_errors},
            {"host.maps_refreshes", ps.maps_refreshes},
+           {"host.mappings_truncated", ps.mappings_truncated},
+           {"host.unidentified_files", ps.unidentified_files},
+           {"host.executables_loaded", es.loaded},
+           {"host.executables_deferred", es.deferred},
+           {"host.executable_load_failures", es.load_failures},
+           {"host.executable_no_space", es.no_space},
+           {"host.executables_unloaded", es.unloaded},
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},
            {"host.symbolizer_errors", as.symbolizer_errors},

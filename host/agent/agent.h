@@ -18,6 +18,8 @@
 #include "bpf/perf_sampler.h"
 #include "common/result.h"
 #include "config/config.h"
+#include "executables/executable_info_manager.h"
+#include "executables/file_id.h"
 #include "plugins/plugin_host.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_symbolizer.h"
@@ -73,6 +75,9 @@ class Agent {
   std::unique_ptr<BpfMaps> maps_;
   std::unique_ptr<ElfSymbolizer> symbolizer_;
   std::unique_ptr<PluginHost> plugins_;
+  // Before processes_: the tracker releases its executables when destroyed.
+  FileIdCache file_ids_;
+  std::unique_ptr<ExecutableInfoManager> executables_;
   std::unique_ptr<ProcessTracker> processes_;
   std::optional<KernelSymbols> kernel_symbols_;
   std::unique_ptr<ProfileAssembler> assembler_;

@@ -113,13 +113,13 @@ uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid,
                                            uint64_t frame) {
   stats_.frames++;
   Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(kind) : nullptr;
-  if (!plugin || !plugin->entry->symbolize_frame) {
+  if (!plugin || !plugin->hooks.symbolize_frame) {
     stats_.unnamed_frames++;
     return marker_location(builder, fmt::format("[frame kind {}]+{:#x}", kind, frame));
   }
   omniprof_symbol symbol{};
   char error[OMNIPROF_ERROR_LEN] = {0};
-  if (plugin->entry->symbolize_frame(plugin->instance, pid, frame, &symbol, error) != OMNIPROF_OK ||
+  if (plugin->hooks.symbolize_frame(plugin->instance, pid, frame, &symbol, error) != OMNIPROF_OK ||
       !symbol.function) {
     stats_.unnamed_frames++;
     return marker_location(builder, fmt::format("[{}]+{:#x}", plugin->name, frame));

@@ -21,7 +21,9 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 const std::vector<std::string>& BpfMaps::shared_map_names() {
   static const std::vector<std::string> names = {
       OMNIPROF_MAP_PROGRAMS,     OMNIPROF_MAP_STACK_COUNTS,  OMNIPROF_MAP_STACK_TRACES,
-      OMNIPROF_MAP_PROCESS_INFO, OMNIPROF_MAP_PERCPU_STATS, OMNIPROF_MAP_UNWIND_STATE};
+      OMNIPROF_MAP_PROCESS_INFO, OMNIPROF_MAP_PERCPU_STATS, OMNIPROF_MAP_UNWIND_STATE,
+      OMNIPROF_MAP_UNWIND_ROWS,  OMNIPROF_MAP_UNWIND_RULES,  OMNIPROF_MAP_UNWIND_INFO,
+      OMNIPROF_MAP_EVENTS,       OMNIPROF_MAP_EVENT_REQUESTS};
   return names;
 }
 
@@ -41,7 +43,9 @@ Result<void> BpfMaps::adjust_map_sizes(const MapSizes& sizes) {
     uint32_t entries;
   } resizes[] = {{skel_->maps.stack_traces, sizes.stack_traces},
                  {skel_->maps.stack_counts, sizes.stack_counts},
-                 {skel_->maps.process_info, sizes.processes}};
+                 {skel_->maps.process_info, sizes.processes},
+                 {skel_->maps.unwind_rows, sizes.unwind_shards * OMNIPROF_ROWS_PER_SHARD},
+                 {skel_->maps.executable_unwind_info, sizes.executables}};
   for (auto& r : resizes) {
     if (int err = bpf_map__set_max_entries(r.map, r.entries); err) {
       return make_error(fmt::format("cannot size map {} to {} entries: {}", bpf_map__name(r.map),

@@ -24,6 +24,8 @@ struct MapSizes {
   uint32_t stack_traces = OMNIPROF_DEFAULT_STACK_TRACES;
   uint32_t stack_counts = OMNIPROF_DEFAULT_STACK_COUNTS;
   uint32_t processes = OMNIPROF_DEFAULT_PROCESSES;
+  uint32_t unwind_shards = OMNIPROF_DEFAULT_UNWIND_SHARDS;
+  uint32_t executables = 4096;
 };
 
 struct StackCount {

@@ -190,6 +190,25 @@ int cmd_plugins(const std::string& config_path) {
   return 0;
 }
 
+int cmd_debug(const std::string& config_path, const std::string& command, const std::string& argument) {
+  Config config = load_config(config_path, kRunDefaultFrequencyHz);
+  set_log_level("warn");
+  PluginHostOptions options = plugin_options(config, InstallLayout::from_executable());
+  options.create_without_bpf = true;
+  ElfSymbolizer symbolizer;
+  PluginHost host(nullptr, &symbolizer);
+  host.load_all(options);
+  Plugin* plugin = host.plugin_for_debug_command(command);
+  if (!plugin) fail(fmt::format("no loaded plugin offers 'debug {}'", command));
+  char error[OMNIPROF_ERROR_LEN] = {0};
+  auto write = [](void*, const char* text, size_t len) { std::cout.write(text, static_cast<std::streamsize>(len)); };
+  omniprof_status status =
+      plugin->hooks.debug_command(plugin->instance, command.c_str(), argument.c_str(), write, nullptr, error);
+  std::cout.flush();
+  if (status != OMNIPROF_OK) fail(fmt::format("{} {}: {}", command, argument, error[0] ? error : "failed"));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,11 +237,18 @@ int main(int argc, char** argv) {
   auto* plugins = app.add_subcommand("plugins", "list plugins: loaded, disabled by config, or refused");
   plugins->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
 
+  std::string debug_command, debug_argument;
+  auto* debug = app.add_subcommand("debug", "plugin debugging commands, e.g. `debug unwind-table FILE`");
+  debug->add_option("command", debug_command, "unwind-table")->required();
+  debug->add_option("argument", debug_argument, "the command's argument (a file path)")->required();
+  debug->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*record) return cmd_record(config_path, hz, pids, seconds, output, top);
     if (*run) return cmd_run(config_path, rounds);
     if (*plugins) return cmd_plugins(config_path);
+    if (*debug) return cmd_debug(config_path, debug_command, debug_argument);
   } catch (const std::exception& e) {
     fail(e.what(), 1);
   }

@@ -42,6 +42,9 @@ constexpr IntegerRange kFrequencyRange{1, 1000};
 constexpr IntegerRange kRoundSecondsRange{1, 3600};
 constexpr IntegerRange kStackMapRange{1024, 1048576};
 constexpr IntegerRange kProcessMapRange{64, 1048576};
+// A shard is OMNIPROF_ROWS_PER_SHARD rows of 8 bytes (1 MiB).
+constexpr IntegerRange kUnwindShardRange{1, 1024};
+constexpr IntegerRange kExecutableMapRange{64, 1048576};
 constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
 
 constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
@@ -102,12 +105,17 @@ class DocumentApplier {
     if (key == "pids") return read_pids(entry);
     if (key == "maps") {
       return apply_section(
-          entry, {"stack_traces", "stack_counts", "processes"}, [&](const Located& field) {
+          entry, {"stack_traces", "stack_counts", "processes", "unwind_shards", "executables"},
+          [&](const Located& field) {
             const std::string& name = field.key;
             if (name == "stack_traces")
               return read_unsigned(field, kStackMapRange, config_.stack_traces_entries);
             if (name == "stack_counts")
               return read_unsigned(field, kStackMapRange, config_.stack_counts_entries);
+            if (name == "unwind_shards")
+              return read_unsigned(field, kUnwindShardRange, config_.unwind_shards);
+            if (name == "executables")
+              return read_unsigned(field, kExecutableMapRange, config_.executable_entries);
             return read_unsigned(field, kProcessMapRange, config_.process_entries);
           });
     }

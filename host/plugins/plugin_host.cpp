@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -133,7 +134,7 @@ PluginHost::~PluginHost() {
 }
 
 void PluginHost::unload(Plugin& plugin) {
-  if (plugin.instance && plugin.entry && plugin.entry->destroy) plugin.entry->destroy(plugin.instance);
+  if (plugin.instance && plugin.entry && plugin.hooks.destroy) plugin.hooks.destroy(plugin.instance);
   plugin.instance = nullptr;
   if (plugin.state == PluginState::kLoaded && maps_ && plugin.slot) {
     (void)maps_->clear_tail_call(plugin.slot);
@@ -210,14 +211,17 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
   }
   if (auto r = open_object(p); !r) return refuse(r.error());
   if (!maps_) {
+    if (options.create_without_bpf) {
+      if (auto r = create_instance(p, options); !r) return refuse(r.error());
+    }
     p.state = PluginState::kChecked;
     return p;
   }
   if (auto r = assign_slot(p); !r) return refuse(r.error());
   if (auto r = load_object(p); !r) return refuse(r.error());
   if (auto r = create_instance(p, options); !r) return refuse(r.error());
-  for (size_t i = 0; i < p.entry->num_programs; ++i) {
-    bpf_program* prog = bpf_object__find_program_by_name(p.object, p.entry->programs[i].program_name);
+  for (size_t i = 0; i < p.hooks.num_programs; ++i) {
+    bpf_program* prog = bpf_object__find_program_by_name(p.object, p.hooks.programs[i].program_name);
     if (auto r = maps_->update_tail_call(p.slot, bpf_program__fd(prog)); !r) return refuse(r.error());
   }
   p.state = PluginState::kLoaded;
@@ -238,9 +242,10 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
                                   e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
                                   OMNIPROF_PLUGIN_ABI_MINOR));
   }
-  if (e->struct_size < sizeof(omniprof_plugin)) {
+  size_t needed = e->abi_minor == 0 ? OMNIPROF_PLUGIN_SIZE_1_0 : sizeof(omniprof_plugin);
+  if (e->struct_size < needed) {
     return make_error(fmt::format("entry struct is {} bytes, ABI {}.{} needs {}", e->struct_size,
-                                  e->abi_major, e->abi_minor, sizeof(omniprof_plugin)));
+                                  e->abi_major, e->abi_minor, needed));
   }
   if (e->bpf_abi_version != OMNIPROF_BPF_ABI_VERSION) {
     return make_error(fmt::format("BPF object built against shared-map ABI {}, host has {}",
@@ -269,6 +274,10 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
   if (e->num_programs != 1) {
     return make_error("a plugin fills exactly one tail-call slot with one program");
   }
+  // Fields of later minors are absent from an older plugin's struct: read
+  // them from a zeroed copy so they count as NULL.
+  std::memset(&p.hooks, 0, sizeof(p.hooks));
+  std::memcpy(&p.hooks, e, std::min<size_t>(e->struct_size, sizeof(p.hooks)));
   p.name = e->name;
   p.runtime = e->runtime;
   p.version = e->version;
@@ -276,23 +285,23 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
 }
 
 Result<void> PluginHost::open_object(Plugin& p) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p.entry->name);
-  p.object = bpf_object__open_mem(p.entry->bpf_object, p.entry->bpf_object_size, &opts);
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p.hooks.name);
+  p.object = bpf_object__open_mem(p.hooks.bpf_object, p.hooks.bpf_object_size, &opts);
   if (!p.object) {
     int err = errno;
     return make_error(fmt::format("its BPF object does not parse: {} ({})", strerror(err),
                                   take_libbpf_log_tail(3)));
   }
-  for (size_t i = 0; i < p.entry->num_programs; ++i) {
-    if (!bpf_object__find_program_by_name(p.object, p.entry->programs[i].program_name)) {
-      return make_error(fmt::format("its BPF object has no program {}", p.entry->programs[i].program_name));
+  for (size_t i = 0; i < p.hooks.num_programs; ++i) {
+    if (!bpf_object__find_program_by_name(p.object, p.hooks.programs[i].program_name)) {
+      return make_error(fmt::format("its BPF object has no program {}", p.hooks.programs[i].program_name));
     }
   }
   return ok();
 }
 
 Result<void> PluginHost::assign_slot(Plugin& p) {
-  uint32_t wanted = p.entry->programs[0].slot;
+  uint32_t wanted = p.hooks.programs[0].slot;
   std::set<uint32_t> taken;
   for (const auto& other : plugins_) {
     if (other->state == PluginState::kLoaded) taken.insert(other->slot);
@@ -327,7 +336,7 @@ Result<void> PluginHost::load_object(Plugin& p) {
 Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& options) {
   std::string data_dir = (fs::path(options.data_root) / p.name).string();
   char error[OMNIPROF_ERROR_LEN] = {0};
-  omniprof_status status = p.entry->create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
+  omniprof_status status = p.hooks.create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
   if (status != OMNIPROF_OK) {
     p.instance = nullptr;
     return make_error(fmt::format("create failed ({}): {}", int(status), error[0] ? error : "no reason given"));
@@ -342,14 +351,24 @@ Plugin* PluginHost::plugin_for_frame_kind(uint8_t kind) const {
   return nullptr;
 }
 
+Plugin* PluginHost::plugin_for_debug_command(const std::string& command) const {
+  for (const auto& p : plugins_) {
+    if (!p->instance || !p->hooks.debug_command) continue;
+    for (size_t i = 0; i < p->hooks.num_debug_commands; ++i) {
+      if (p->hooks.debug_commands[i] && command == p->hooks.debug_commands[i]) return p.get();
+    }
+  }
+  return nullptr;
+}
+
 std::vector<std::pair<uint32_t, std::string>> PluginHost::stat_names() const {
   std::vector<std::pair<uint32_t, std::string>> names;
   for (const auto& p : plugins_) {
-    if (p->state != PluginState::kLoaded || !p->entry->stat_names) continue;
-    for (size_t i = 0; i < p->entry->num_stat_names; ++i) {
-      if (p->entry->stat_names[i]) {
+    if (p->state != PluginState::kLoaded || !p->hooks.stat_names) continue;
+    for (size_t i = 0; i < p->hooks.num_stat_names; ++i) {
+      if (p->hooks.stat_names[i]) {
         names.emplace_back(OMNIPROF_STATS_BASE(p->slot) + i,
-                           fmt::format("{}.{}", p->name, p->entry->stat_names[i]));
+                           fmt::format("{}.{}", p->name, p->hooks.stat_names[i]));
       }
     }
   }

@@ -35,6 +35,9 @@ struct Plugin {
   std::string reason;  // why refused or disabled
   uint32_t slot = 0;
   const omniprof_plugin* entry = nullptr;
+  // The entry as this host's ABI sees it: hooks a plugin of an older minor
+  // lacks are NULL here. Call hooks through this, not through `entry`.
+  omniprof_plugin hooks{};
   void* instance = nullptr;
   bpf_object* object = nullptr;
   std::shared_ptr<boost::dll::shared_library> library;
@@ -44,6 +47,9 @@ struct PluginHostOptions {
   std::vector<std::string> directories;  // searched in order
   std::string data_root;                 // <prefix>/share/omniprof/plugins
   std::function<bool(const std::string& runtime)> runtime_enabled;
+  // Without BPF maps, still create plugin instances (for `omniprof debug`,
+  // whose commands read files and need no kernel).
+  bool create_without_bpf = false;
 };
 
 class PluginHost {
@@ -62,6 +68,8 @@ class PluginHost {
   const std::vector<std::unique_ptr<Plugin>>& plugins() const { return plugins_; }
   // The loaded plugin whose frames carry this kind, or null.
   Plugin* plugin_for_frame_kind(uint8_t kind) const;
+  // The checked or loaded plugin offering `omniprof debug COMMAND`, or null.
+  Plugin* plugin_for_debug_command(const std::string& command) const;
   // Names of percpu_stats counters owned by loaded plugins, by index.
   std::vector<std::pair<uint32_t, std::string>> stat_names() const;
 

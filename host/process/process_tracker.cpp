@@ -10,6 +10,9 @@
 #include <fstream>
 
 #include "bpf/bpf_maps.h"
+#include "executables/executable_info_manager.h"
+#include "executables/file_id.h"
+#include "symbolize/elf_symbolizer.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
 
@@ -45,6 +48,50 @@ std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
   return mapping.path;
 }
 
+ProcessTracker::~ProcessTracker() {
+  for (const auto& [pid, snapshot] : processes_) release(*snapshot);
+}
+
+void ProcessTracker::track_executables(ExecutableInfoManager* executables, FileIdCache* file_ids,
+                                       ElfSymbolizer* symbolizer) {
+  executables_ = executables;
+  file_ids_ = file_ids;
+  symbolizer_ = symbolizer;
+}
+
+void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
+  snapshot.executables.assign(snapshot.mappings.size(), ExecutableRef{});
+  if (!file_ids_ || !symbolizer_) return;
+  for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
+    const ProcMapping& m = snapshot.mappings[i];
+    if (!m.is_file_backed()) continue;
+    std::string path = snapshot.host_path(m);
+    auto id = file_ids_->file_id(path);
+    if (!id) {
+      stats_.unidentified_files++;
+      log().debug("pid {}: {}", snapshot.pid, id.error().message);
+      continue;
+    }
+    auto vaddr = symbolizer_->runtime_to_elf_vaddr(path, m.start, m.start, m.offset);
+    if (!vaddr) {
+      stats_.unidentified_files++;
+      log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);
+      continue;
+    }
+    snapshot.executables[i] = ExecutableRef{*id, m.start - *vaddr};
+  }
+}
+
+void ProcessTracker::release(const ProcessSnapshot& snapshot) {
+  if (!executables_) return;
+  std::vector<uint64_t> seen;
+  for (const auto& e : snapshot.executables) {
+    if (e.file_id == 0 || std::find(seen.begin(), seen.end(), e.file_id) != seen.end()) continue;
+    seen.push_back(e.file_id);
+    executables_->remove_or_dec_ref(e.file_id);
+  }
+}
+
 std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   auto maps = read_proc_maps(pid);
   if (!maps) return nullptr;
@@ -57,13 +104,36 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   }
   std::sort(snapshot->mappings.begin(), snapshot->mappings.end(),
             [](const ProcMapping& a, const ProcMapping& b) { return a.start < b.start; });
+  resolve_executables(*snapshot);
   return snapshot;
 }
 
 void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
+  if (executables_) {
+    std::vector<uint64_t> seen;
+    for (size_t i = 0; i < snapshot.executables.size(); ++i) {
+      uint64_t id = snapshot.executables[i].file_id;
+      if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]));
+    }
+  }
   if (!maps_) return;
-  omniprof_process_info info{};
+  // ~4 KiB: on the heap, not on the stack.
+  auto info_storage = std::make_unique<omniprof_process_info>();
+  omniprof_process_info& info = *info_storage;
+  std::memset(&info, 0, sizeof(info));
   info.flags = OMNIPROF_PROCESS_KNOWN;
+  for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
+    if (info.num_mappings == OMNIPROF_MAX_MAPPINGS) {
+      info.flags |= OMNIPROF_PROCESS_MAPPINGS_TRUNCATED;
+      stats_.mappings_truncated++;
+      break;
+    }
+    const auto& m = snapshot.mappings[i];
+    const auto& e = snapshot.executables[i];
+    info.mappings[info.num_mappings++] = omniprof_process_mapping{m.start, m.end, e.load_bias, e.file_id};
+  }
   // Interpreter plugins claim processes here (detect_process); the native
   // plugin walks every process and needs nothing per process yet.
   if (plugins_) {
@@ -79,11 +149,11 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
                              mappings.size()};
     for (const auto& plugin : plugins_->plugins()) {
-      if (plugin->state != PluginState::kLoaded || !plugin->entry->detect_process) continue;
+      if (plugin->state != PluginState::kLoaded || !plugin->hooks.detect_process) continue;
       omniprof_process_attach attach{};
       char error[OMNIPROF_ERROR_LEN] = {0};
       omniprof_status status =
-          plugin->entry->detect_process(plugin->instance, &process, &attach, error);
+          plugin->hooks.detect_process(plugin->instance, &process, &attach, error);
       if (status == OMNIPROF_OK) {
         info.interpreter_slot = plugin->slot;
         std::memcpy(info.interpreter_data, attach.interpreter_data, sizeof(info.interpreter_data));
@@ -155,6 +225,8 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   if (it != processes_.end()) {
     snapshot->runtime = it->second->runtime;
     snapshot->runtime_version = it->second->runtime_version;
+    publish(*snapshot);
+    release(*it->second);
     it->second = snapshot;
   } else {
     processes_.emplace(pid, snapshot);
@@ -166,8 +238,8 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
 void ProcessTracker::forget_in_plugins(int32_t pid) {
   if (!plugins_) return;
   for (const auto& plugin : plugins_->plugins()) {
-    if (plugin->state == PluginState::kLoaded && plugin->entry->process_gone) {
-      plugin->entry->process_gone(plugin->instance, pid);
+    if (plugin->state == PluginState::kLoaded && plugin->hooks.process_gone) {
+      plugin->hooks.process_gone(plugin->instance, pid);
     }
   }
 }
@@ -183,11 +255,16 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       auto snapshot = describe(pid);
       std::lock_guard<std::mutex> lock(mutex_);
       if (!snapshot) break;
-      processes_[pid] = snapshot;
       stats_.described++;
-      publish(*snapshot);
+      publish(*snapshot);  // before releasing the old image: shared libraries stay loaded
+      auto old = processes_.find(pid);
+      if (old != processes_.end()) release(*old->second);
+      processes_[pid] = snapshot;
       break;
     }
+    case OMNIPROF_EVENT_MAPPINGS_STALE:
+      refresh_for_unknown_address(pid);
+      break;
     case OMNIPROF_EVENT_EXIT: {
       forget_in_plugins(pid);
       std::lock_guard<std::mutex> lock(mutex_);
@@ -213,6 +290,7 @@ void ProcessTracker::end_round() {
     bool gone = it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0;
     if (gone) {
       if (maps_) maps_->delete_process_info(it->first);
+      release(*it->second);
       it = processes_.erase(it);
     } else {
       ++it;

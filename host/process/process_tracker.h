@@ -19,12 +19,23 @@ namespace omniprof {
 
 class BpfMaps;
 class PluginHost;
+class ElfSymbolizer;
+class ExecutableInfoManager;
+class FileIdCache;
+
+// What the native unwinder needs of a mapping: which executable it is and
+// how to turn a process address into that file's ELF virtual address.
+struct ExecutableRef {
+  uint64_t file_id = 0;  // 0: not a readable file ([vdso], deleted, anonymous)
+  uint64_t load_bias = 0;
+};
 
 struct ProcessSnapshot {
   int32_t pid = 0;
   std::string comm;
   std::string exe;
   std::vector<ProcMapping> mappings;  // executable mappings, sorted by start
+  std::vector<ExecutableRef> executables;  // parallel to mappings
   std::string runtime;                // plugin that recognised the process, if any
   std::string runtime_version;
   bool exited = false;
@@ -41,11 +52,20 @@ struct ProcessTrackerStats {
   uint64_t gone_before_read = 0;  // exited before the host could read them
   uint64_t process_info_errors = 0;  // process_info map full or write failed
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
+  uint64_t mappings_truncated = 0;  // processes with more than OMNIPROF_MAX_MAPPINGS executable mappings
+  uint64_t unidentified_files = 0;  // mapped files that could not be read for an id
 };
 
 class ProcessTracker {
  public:
   ProcessTracker(BpfMaps* maps, PluginHost* plugins) : maps_(maps), plugins_(plugins) {}
+  ~ProcessTracker();
+
+  // Where the executables a process maps are counted, so their unwind
+  // tables live exactly as long as some process maps them. Optional (unit
+  // tests run without); set before the first scan.
+  void track_executables(ExecutableInfoManager* executables, FileIdCache* file_ids,
+                         ElfSymbolizer* symbolizer);
 
   // Describes every running process, or only `pids` when not empty.
   void scan(const std::vector<int32_t>& pids);
@@ -66,11 +86,17 @@ class ProcessTracker {
 
  private:
   std::shared_ptr<ProcessSnapshot> describe(int32_t pid);
+  void resolve_executables(ProcessSnapshot& snapshot);
+  // Takes references on the snapshot's executables, then writes process_info.
   void publish(const ProcessSnapshot& snapshot);
+  void release(const ProcessSnapshot& snapshot);
   void forget_in_plugins(int32_t pid);
 
   BpfMaps* maps_;
   PluginHost* plugins_;
+  ExecutableInfoManager* executables_ = nullptr;
+  FileIdCache* file_ids_ = nullptr;
+  ElfSymbolizer* symbolizer_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
   std::unordered_map<int32_t, bool> refreshed_this_round_;

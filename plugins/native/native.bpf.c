@@ -1,60 +1,208 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The native unwinder, first version: walks user stacks through the frame
- * pointer chain. It fills the NATIVE slot; the DWARF walker that replaces it
- * keeps this slot, this entry point and these stop reasons.
+/* The native unwinder: walks user stacks with the unwind tables the native
+ * plugin builds from each executable's DWARF call-frame information, and
+ * falls back to the frame-pointer chain where no table covers the pc (JIT
+ * code, executables whose table is not loaded yet or did not fit).
+ *
+ * Per frame: find the process's mapping holding the pc (binary search in
+ * process_info), the executable's chunk holding it, the last row at or
+ * before it (binary search in unwind_rows), then recover CFA, return address
+ * and rbp from the row's rule.
  *
  * Each run walks up to FRAMES_PER_PROGRAM frames, then tail-calls its own
- * slot to continue with a fresh instruction budget, so the depth is bounded
- * by OMNIPROF_MAX_STACK_DEPTH, not by the verifier's program size. */
+ * slot to continue with a fresh instruction budget: the depth is bounded by
+ * OMNIPROF_MAX_STACK_DEPTH and the tail-call budget, not by program size.
+ * Every loop has a constant bound and every array index is masked, which is
+ * what the verifier of a 5.10 kernel needs to accept them. */
 #include "omniprof/bpf/unwinder.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define FRAMES_PER_PROGRAM 32
+#define FRAMES_PER_PROGRAM 6
 
-static __always_inline void stop(void *ctx, struct omniprof_unwind_state *state, __u32 walked,
-                                 __u32 reason) {
-  omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
-  omniprof_stop_walk(ctx, state, reason);
+enum step_result {
+  STEP_CONTINUE = 0,
+  STEP_STOP = 1, /* state->stop_reason says why */
+};
+
+static __always_inline int stop_with(struct omniprof_unwind_state *state, __u32 reason) {
+  state->stop_reason = reason;
+  return STEP_STOP;
+}
+
+/* The caller of the current frame through the frame-pointer chain. */
+static __always_inline int frame_pointer_step(struct omniprof_unwind_state *state) {
+  if (state->bp == 0) return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_OUTERMOST);
+  /* x86-64 frame record: [bp] = caller's bp, [bp + 8] = return address. */
+  __u64 record[2];
+  if (bpf_probe_read_user(record, sizeof(record), (void *)state->bp) != 0) {
+    return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_READ_FAILED);
+  }
+  if (record[1] == 0) return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN);
+  /* The stack grows down: a caller's frame is above its callee's. Anything
+   * else is not a frame chain (code without frame pointers) and would loop. */
+  if (record[0] != 0 && record[0] <= state->bp) {
+    omniprof_push_frame(state, record[1], OMNIPROF_FRAME_NATIVE);
+    return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_FP_NOT_ASCENDING);
+  }
+  omniprof_count(OMNIPROF_STAT_NATIVE_FP_FRAMES);
+  state->sp = state->bp + 16;
+  state->bp = record[0];
+  state->ip = record[1];
+  return STEP_CONTINUE;
+}
+
+static __always_inline struct omniprof_process_mapping *find_mapping(struct omniprof_process_info *info,
+                                                             __u64 pc) {
+  __u32 count = info->num_mappings;
+  if (count > OMNIPROF_MAX_MAPPINGS) count = OMNIPROF_MAX_MAPPINGS;
+  /* lo ends as the number of mappings starting at or before pc. */
+  __u32 lo = 0, hi = count;
+  for (int i = 0; i <= OMNIPROF_MAPPING_SEARCH_STEPS; i++) {
+    if (lo >= hi) break;
+    __u32 mid = (lo + hi) / 2;
+    if (info->mappings[mid & (OMNIPROF_MAX_MAPPINGS - 1)].start <= pc) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) return NULL;
+  struct omniprof_process_mapping *mapping = &info->mappings[(lo - 1) & (OMNIPROF_MAX_MAPPINGS - 1)];
+  return pc < mapping->end ? mapping : NULL;
+}
+
+/* The rule in effect at `pc` (an ELF virtual address) of an executable, or
+ * NULL with the reason counted. */
+static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u64 pc) {
+  struct omniprof_executable_unwind_info *info = bpf_map_lookup_elem(&executable_unwind_info, &file_id);
+  if (!info) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_TABLE);
+    return NULL;
+  }
+  struct omniprof_unwind_chunk *chunk = NULL;
+  for (int i = 0; i < OMNIPROF_MAX_CHUNKS; i++) {
+    if (i >= info->num_chunks) break;
+    struct omniprof_unwind_chunk *c = &info->chunks[i];
+    if (pc >= c->low_pc && pc < c->high_pc) {
+      chunk = c;
+      break;
+    }
+  }
+  if (!chunk || chunk->num_rows == 0) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
+    return NULL;
+  }
+  __u32 target = (__u32)(pc - chunk->low_pc);
+  __u32 first = chunk->first_row;
+  /* lo ends as the number of rows at or before target; row 0 is at low_pc. */
+  __u32 lo = 0, hi = chunk->num_rows;
+  for (int i = 0; i <= OMNIPROF_ROW_SEARCH_STEPS; i++) {
+    if (lo >= hi) break;
+    __u32 mid = (lo + hi) / 2;
+    __u32 index = first + mid;
+    struct omniprof_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &index);
+    if (!row) return NULL;
+    if (row->pc_offset <= target) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
+    return NULL;
+  }
+  __u32 index = first + lo - 1;
+  struct omniprof_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &index);
+  if (!row) return NULL;
+  __u32 rule_index = row->rule;
+  return bpf_map_lookup_elem(&unwind_rules, &rule_index);
+}
+
+/* The caller of the current frame from the unwind tables, or from frame
+ * pointers where they do not cover the pc. */
+static __always_inline int unwind_step(struct omniprof_unwind_state *state,
+                                       struct omniprof_process_info *process) {
+  /* A return address points after its call; the call (whose row applies) is
+   * one byte earlier. The leaf's pc is exact. */
+  __u64 pc = state->ip;
+  if (state->stack.len > 1) pc -= 1;
+  struct omniprof_process_mapping *mapping = process ? find_mapping(process, pc) : NULL;
+  if (!mapping) {
+    /* A library loaded after the host read the mappings (dlopen), or JIT
+     * code: ask the host to re-read them (rate-limited). */
+    if (process) omniprof_request(OMNIPROF_EVENT_MAPPINGS_STALE, state->key.pid);
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_MAPPING);
+    return frame_pointer_step(state);
+  }
+  if (mapping->file_id == 0) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_MAPPING);
+    return frame_pointer_step(state);
+  }
+  struct omniprof_unwind_rule *rule = find_rule(mapping->file_id, pc - mapping->load_bias);
+  if (!rule) return frame_pointer_step(state);
+
+  __u64 cfa;
+  switch (rule->cfa_type) {
+    case OMNIPROF_CFA_RSP:
+      cfa = state->sp + (__s64)rule->cfa_offset;
+      break;
+    case OMNIPROF_CFA_RBP:
+      cfa = state->bp + (__s64)rule->cfa_offset;
+      break;
+    case OMNIPROF_CFA_PLT:
+      cfa = state->sp + 8 + (((state->ip & 15) >= (__u64)rule->cfa_offset) ? 8 : 0);
+      break;
+    case OMNIPROF_CFA_OUTERMOST:
+      return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_OUTERMOST);
+    case OMNIPROF_CFA_END_OF_FUNCTION:
+      omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
+      return frame_pointer_step(state);
+    default:
+      omniprof_count(OMNIPROF_STAT_NATIVE_UNSUPPORTED_RULE);
+      return frame_pointer_step(state);
+  }
+  if (cfa <= state->sp) return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_SP_NOT_ASCENDING);
+
+  __u64 return_address = 0;
+  if (bpf_probe_read_user(&return_address, sizeof(return_address), (void *)(cfa - 8)) != 0) {
+    return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_READ_FAILED);
+  }
+  if (rule->rbp_type == OMNIPROF_RBP_AT_CFA_OFFSET) {
+    __u64 saved_bp = 0;
+    if (bpf_probe_read_user(&saved_bp, sizeof(saved_bp), (void *)(cfa + (__s64)rule->rbp_offset)) != 0) {
+      return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_READ_FAILED);
+    }
+    state->bp = saved_bp;
+  }
+  if (return_address == 0) return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN);
+  omniprof_count(OMNIPROF_STAT_NATIVE_DWARF_FRAMES);
+  state->sp = cfa;
+  state->ip = return_address;
+  return STEP_CONTINUE;
 }
 
 SEC("perf_event")
 int native_unwind(struct bpf_perf_event_data *ctx) {
   struct omniprof_unwind_state *state = omniprof_state();
   if (!state) return 0;
+  __u32 tgid = state->key.pid;
+  struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
 
   __u32 walked = 0;
   for (int i = 0; i < FRAMES_PER_PROGRAM; i++) {
     if (omniprof_push_frame(state, state->ip, OMNIPROF_FRAME_NATIVE) < 0) {
-      stop(ctx, state, walked, OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH);
+      omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
+      omniprof_stop_walk(ctx, state, OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH);
       return 0;
     }
     walked++;
-    if (state->bp == 0) {
-      stop(ctx, state, walked, OMNIPROF_STAT_NATIVE_STOP_OUTERMOST);
+    if (unwind_step(state, process) == STEP_STOP) {
+      omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
+      omniprof_stop_walk(ctx, state, state->stop_reason);
       return 0;
     }
-    /* x86-64 frame record: [bp] = caller's bp, [bp + 8] = return address. */
-    __u64 record[2];
-    if (bpf_probe_read_user(record, sizeof(record), (void *)state->bp) != 0) {
-      stop(ctx, state, walked, OMNIPROF_STAT_NATIVE_STOP_READ_FAILED);
-      return 0;
-    }
-    if (record[1] == 0) {
-      stop(ctx, state, walked, OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN);
-      return 0;
-    }
-    /* The stack grows down: a caller's frame is above its callee's. Anything
-     * else is not a frame chain (code without frame pointers) and would loop;
-     * the return address read with it is still the caller's, so keep it. */
-    if (record[0] != 0 && record[0] <= state->bp) {
-      if (omniprof_push_frame(state, record[1], OMNIPROF_FRAME_NATIVE) == 0) walked++;
-      stop(ctx, state, walked, OMNIPROF_STAT_NATIVE_STOP_FP_NOT_ASCENDING);
-      return 0;
-    }
-    state->sp = state->bp + 16;
-    state->bp = record[0];
-    state->ip = record[1];
   }
   omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
   omniprof_tail_call(ctx, state, OMNIPROF_SLOT_NATIVE);

@@ -127,8 +127,17 @@ TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
                         << dir << "/profiles\n";
   BackgroundProcess chain({workload("chain"), "20"});
   BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config});
-  // Two whole rounds, then SIGTERM in the middle of the third.
-  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  // Start-up time varies (BPF verification, unwind tables for every running
+  // program): time the rounds from the first profile written.
+  auto count_files = [&] {
+    std::error_code ec;
+    auto it = fs::directory_iterator(dir + "/profiles", ec);
+    return ec ? 0 : std::distance(it, fs::directory_iterator());
+  };
+  for (int i = 0; i < 300 && count_files() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(count_files(), 1) << "no first round within 30 s";
+  // One more whole round, then SIGTERM in the middle of the third.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(), 0);
 

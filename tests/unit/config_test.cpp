@@ -165,7 +165,7 @@ TEST(ConfigTest, UnknownNestedKey) {
             "omniprof.yaml:5: sampling.frequncy_hz: unknown key (known: frequency_hz)");
   EXPECT_EQ(parse_error("maps:\n  stack_traces: 2048\n  stacks: 2048\n"),
             "omniprof.yaml:3: maps.stacks: unknown key (known: stack_traces, stack_counts, "
-            "processes)");
+            "processes, unwind_shards, executables)");
   EXPECT_EQ(parse_error("output:\n  dir: /tmp\n"),
             "omniprof.yaml:2: output.dir: unknown key (known: directory)");
 }

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 1
-#define OMNIPROF_PLUGIN_ABI_MINOR 0
+#define OMNIPROF_PLUGIN_ABI_MINOR 1
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -52,6 +52,7 @@ typedef enum omniprof_status {
   OMNIPROF_ERR_UNSUPPORTED = -4,    /* e.g. a runtime version without offsets */
   OMNIPROF_ERR_NO_MEMORY = -5,
   OMNIPROF_ERR_INTERNAL = -6,
+  OMNIPROF_ERR_NO_SPACE = -7,       /* a BPF map is full: the host retries later */
 } omniprof_status;
 
 typedef enum omniprof_module_type {
@@ -165,7 +166,33 @@ struct omniprof_plugin {
    * slot). NULL for the native plugin, whose frames the host names from ELF. */
   omniprof_status (*symbolize_frame)(void *instance, int32_t pid, uint64_t frame,
                                      struct omniprof_symbol *symbol, char *error);
+
+  /* ---- ABI 1.1 ------------------------------------------------------------
+   * Present when struct_size covers them; the host treats them as NULL for a
+   * 1.0 plugin. */
+
+  /* Optional. The first process mapping the executable file `file_id` (an id
+   * computed by the host from the file's contents, the same for every copy
+   * of the file) has appeared; `path` reaches the file from the host. The
+   * native plugin builds and stores its unwind table here. Returns
+   * OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE (the host retries later, after
+   * unloading others), or another error (the host retries with backoff). */
+  omniprof_status (*load_executable)(void *instance, uint64_t file_id, const char *path,
+                                     char *error);
+  /* Optional. The last process mapping `file_id` is gone. */
+  void (*unload_executable)(void *instance, uint64_t file_id);
+
+  /* Optional. `omniprof debug COMMAND ARGUMENT` for the commands named in
+   * debug_commands; output goes through `write`. */
+  const char *const *debug_commands;
+  size_t num_debug_commands;
+  omniprof_status (*debug_command)(void *instance, const char *command, const char *argument,
+                                   void (*write)(void *context, const char *text, size_t len),
+                                   void *context, char *error);
 };
+
+/* Size of a 1.0 entry: the host accepts anything from here up. */
+#define OMNIPROF_PLUGIN_SIZE_1_0 offsetof(struct omniprof_plugin, load_executable)
 
 typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);
 

@@ -21,8 +21,13 @@ typedef uint16_t omniprof_u16;
 typedef uint32_t omniprof_u32;
 typedef uint64_t omniprof_u64;
 #endif
+#ifdef __bpf__
+typedef __s32 omniprof_s32;
+#else
+typedef int32_t omniprof_s32;
+#endif
 
-#define OMNIPROF_BPF_ABI_VERSION 1
+#define OMNIPROF_BPF_ABI_VERSION 2
 
 /* ---- Tail-call slots -------------------------------------------------------
  * One PROG_ARRAY ("programs") owned by the host. Every unwinder finishes by
@@ -56,7 +61,7 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_STACK_COUNTS_FULL = 7,  /* sample dropped: stack_counts full */
   OMNIPROF_STAT_TAIL_CALL_FAILED = 8,   /* a slot was empty: walk ended early, sample kept */
   OMNIPROF_STAT_EVENTS_LOST = 9,        /* ring buffer full: a host notification was lost */
-  OMNIPROF_STAT_PROCESS_REQUESTS = 10,  /* unknown process reported to the host */
+  OMNIPROF_STAT_PROCESS_REQUESTS = 10,  /* requests to the host (unknown process, stale mappings) */
   OMNIPROF_STAT_STATE_MISSING = 11,     /* per-CPU unwind state unavailable: sample dropped */
   OMNIPROF_STAT_TAIL_CALL_LIMIT = 12,   /* tail-call budget spent: stack truncated */
   OMNIPROF_STAT_STACK_TRUNCATED = 13,   /* OMNIPROF_MAX_STACK_DEPTH frames reached */
@@ -66,11 +71,18 @@ enum omniprof_host_stat {
 
 enum omniprof_native_stat {
   OMNIPROF_STAT_NATIVE_FRAMES = OMNIPROF_STATS_BASE(OMNIPROF_SLOT_NATIVE), /* frames walked */
-  OMNIPROF_STAT_NATIVE_STOP_OUTERMOST,   /* frame pointer 0: reached the outermost frame */
+  OMNIPROF_STAT_NATIVE_STOP_OUTERMOST,   /* reached the outermost frame (CFI or frame pointer 0) */
   OMNIPROF_STAT_NATIVE_STOP_READ_FAILED, /* stack memory unreadable (paged out, bad pointer) */
   OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN, /* return address 0 */
   OMNIPROF_STAT_NATIVE_STOP_FP_NOT_ASCENDING, /* next frame below the current one: corrupt chain */
   OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH,   /* stack buffer full */
+  OMNIPROF_STAT_NATIVE_DWARF_FRAMES,     /* frames recovered from unwind tables */
+  OMNIPROF_STAT_NATIVE_FP_FRAMES,        /* frames recovered from frame pointers (no table) */
+  OMNIPROF_STAT_NATIVE_NO_MAPPING,       /* pc in no known executable mapping (JIT, unknown) */
+  OMNIPROF_STAT_NATIVE_NO_TABLE,         /* executable has no unwind table loaded (yet) */
+  OMNIPROF_STAT_NATIVE_NO_ROW,           /* pc outside every function of the table */
+  OMNIPROF_STAT_NATIVE_UNSUPPORTED_RULE, /* CFA rule not evaluable in BPF: frame pointers tried */
+  OMNIPROF_STAT_NATIVE_STOP_SP_NOT_ASCENDING, /* CFA below the stack pointer: corrupt unwind */
   OMNIPROF_STAT_NATIVE_END
 };
 
@@ -112,6 +124,22 @@ struct omniprof_stack_key {
 
 /* ---- Processes -------------------------------------------------------------*/
 #define OMNIPROF_PROCESS_KNOWN (1u << 0)
+#define OMNIPROF_PROCESS_MAPPINGS_TRUNCATED (1u << 1)
+
+/* An executable mapping: [start, end) in the process, and how to get the
+ * address inside the file (ELF virtual address) from a process address. */
+struct omniprof_process_mapping {
+  omniprof_u64 start;
+  omniprof_u64 end;
+  omniprof_u64 load_bias; /* process address - ELF virtual address */
+  omniprof_u64 file_id;   /* executable id (ExecutableInfoManager); 0 = not a file */
+};
+
+/* Enough for almost every process; the rest keep frame-pointer unwinding and
+ * the process carries OMNIPROF_PROCESS_MAPPINGS_TRUNCATED. A power of two so
+ * the walker's binary search has a fixed number of steps. */
+#define OMNIPROF_MAX_MAPPINGS 128
+#define OMNIPROF_MAPPING_SEARCH_STEPS 7 /* log2(OMNIPROF_MAX_MAPPINGS) */
 
 struct omniprof_process_info {
   omniprof_u32 flags;
@@ -119,6 +147,65 @@ struct omniprof_process_info {
   omniprof_u32 interpreter_slot;
   /* Owned by the interpreter plugin (e.g. thread-state address, offsets index). */
   omniprof_u64 interpreter_data[6];
+  omniprof_u32 num_mappings;
+  omniprof_u32 reserved;
+  struct omniprof_process_mapping mappings[OMNIPROF_MAX_MAPPINGS]; /* sorted by start */
+};
+
+/* ---- Native unwind tables ------------------------------------------------
+ * Rows live in one ARRAY (unwind_rows) cut into shards of
+ * OMNIPROF_ROWS_PER_SHARD rows; the number of shards is set before load.
+ * Each executable's table is stored as chunks: a chunk is a PC range of the
+ * file mapped to a run of rows inside one shard, and never splits a function.
+ * A row is 8 bytes: the PC as an offset from the chunk's start and an index
+ * into unwind_rules, where the distinct (CFA, RBP) rules of every table are
+ * stored once. */
+#define OMNIPROF_ROWS_PER_SHARD (1u << 17)
+#define OMNIPROF_ROW_SEARCH_STEPS 18 /* > log2(OMNIPROF_ROWS_PER_SHARD) */
+#define OMNIPROF_MAX_CHUNKS 16
+#define OMNIPROF_MAX_UNWIND_RULES 65536
+#define OMNIPROF_DEFAULT_UNWIND_SHARDS 16
+
+struct omniprof_unwind_row {
+  omniprof_u32 pc_offset; /* from the chunk's low_pc */
+  omniprof_u16 rule;      /* index into unwind_rules */
+  omniprof_u16 reserved;
+};
+
+enum omniprof_cfa_type {
+  OMNIPROF_CFA_RSP = 0,            /* CFA = rsp + cfa_offset */
+  OMNIPROF_CFA_RBP = 1,            /* CFA = rbp + cfa_offset */
+  OMNIPROF_CFA_PLT = 2,            /* PLT stub: rsp + 8 + ((rip & 15) >= cfa_offset ? 8 : 0) */
+  OMNIPROF_CFA_END_OF_FUNCTION = 3, /* no function here: the gap after one */
+  OMNIPROF_CFA_OUTERMOST = 4,      /* return address undefined: bottom of the stack */
+  OMNIPROF_CFA_UNSUPPORTED = 5,    /* a rule BPF cannot evaluate: try frame pointers */
+};
+
+enum omniprof_rbp_type {
+  OMNIPROF_RBP_UNCHANGED = 0,
+  OMNIPROF_RBP_AT_CFA_OFFSET = 1, /* caller's rbp saved at CFA + rbp_offset */
+  OMNIPROF_RBP_UNSUPPORTED = 2,
+};
+
+struct omniprof_unwind_rule {
+  omniprof_u8 cfa_type;
+  omniprof_u8 rbp_type;
+  omniprof_u16 reserved;
+  omniprof_s32 cfa_offset;
+  omniprof_s32 rbp_offset;
+};
+
+struct omniprof_unwind_chunk {
+  omniprof_u64 low_pc;  /* ELF virtual address of the first row */
+  omniprof_u64 high_pc; /* end of the range the chunk covers */
+  omniprof_u32 first_row; /* index into unwind_rows */
+  omniprof_u32 num_rows;
+};
+
+struct omniprof_executable_unwind_info {
+  omniprof_u32 num_chunks;
+  omniprof_u32 reserved;
+  struct omniprof_unwind_chunk chunks[OMNIPROF_MAX_CHUNKS]; /* sorted by low_pc */
 };
 
 /* ---- Events to the host (ring buffer "events") ----------------------------*/
@@ -126,6 +213,7 @@ enum omniprof_event_type {
   OMNIPROF_EVENT_PROCESS_UNKNOWN = 1, /* sampled a process the host has not described */
   OMNIPROF_EVENT_EXEC = 2,            /* a known process called exec: mappings changed */
   OMNIPROF_EVENT_EXIT = 3,            /* a known process's leader exited */
+  OMNIPROF_EVENT_MAPPINGS_STALE = 4,  /* sampled a pc outside the known mappings (dlopen) */
 };
 
 struct omniprof_event {
@@ -152,6 +240,11 @@ struct omniprof_unwind_state {
 #define OMNIPROF_MAP_PROCESS_INFO "process_info"
 #define OMNIPROF_MAP_PERCPU_STATS "percpu_stats"
 #define OMNIPROF_MAP_UNWIND_STATE "unwind_state"
+#define OMNIPROF_MAP_UNWIND_ROWS "unwind_rows"
+#define OMNIPROF_MAP_UNWIND_RULES "unwind_rules"
+#define OMNIPROF_MAP_UNWIND_INFO "executable_unwind_info"
+#define OMNIPROF_MAP_EVENTS "events"
+#define OMNIPROF_MAP_EVENT_REQUESTS "event_requests"
 
 #define OMNIPROF_DEFAULT_STACK_COUNTS 10240
 #define OMNIPROF_DEFAULT_STACK_TRACES 10240

@@ -59,6 +59,31 @@ struct {
   __type(value, struct omniprof_unwind_state);
 } unwind_state SEC(".maps");
 
+/* Native unwind tables (see abi.h): rows, the rules they point at, and each
+ * executable's chunks. Written by the native plugin through the host's fds. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, OMNIPROF_DEFAULT_UNWIND_SHARDS * OMNIPROF_ROWS_PER_SHARD);
+  __type(key, __u32);
+  __type(value, struct omniprof_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, OMNIPROF_MAX_UNWIND_RULES);
+  __type(key, __u32);
+  __type(value, struct omniprof_unwind_rule);
+} unwind_rules SEC(".maps");
+
+/* executable id -> its chunks. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, __u64);
+  __type(value, struct omniprof_executable_unwind_info);
+} executable_unwind_info SEC(".maps");
+
 static __always_inline void omniprof_count(__u32 stat) {
   __u64 *value = bpf_map_lookup_elem(&percpu_stats, &stat);
   if (value) *value += 1; /* per-CPU: no atomics needed */
@@ -67,6 +92,47 @@ static __always_inline void omniprof_count(__u32 stat) {
 static __always_inline void omniprof_count_n(__u32 stat, __u64 n) {
   __u64 *value = bpf_map_lookup_elem(&percpu_stats, &stat);
   if (value) *value += n;
+}
+
+/* Notifications to the host (enum omniprof_event_type). */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* (event type << 32 | pid) -> time of the last request, so a busy process
+ * asks for the same thing at most once per OMNIPROF_REQUEST_INTERVAL_NS. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u64);
+  __type(value, __u64);
+} event_requests SEC(".maps");
+
+#define OMNIPROF_REQUEST_INTERVAL_NS 1000000000ULL
+
+static __always_inline void omniprof_send_event(__u32 type, __u32 pid) {
+  struct omniprof_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+  if (!event) {
+    omniprof_count(OMNIPROF_STAT_EVENTS_LOST);
+    return;
+  }
+  event->type = type;
+  event->pid = pid;
+  event->ktime_ns = bpf_ktime_get_ns();
+  bpf_ringbuf_submit(event, 0);
+}
+
+/* A rate-limited request to the host (describe this process, re-read its
+ * mappings). */
+static __always_inline void omniprof_request(__u32 type, __u32 pid) {
+  __u64 key = ((__u64)type << 32) | pid;
+  __u64 now = bpf_ktime_get_ns();
+  __u64 *last = bpf_map_lookup_elem(&event_requests, &key);
+  if (last && now - *last < OMNIPROF_REQUEST_INTERVAL_NS) return;
+  bpf_map_update_elem(&event_requests, &key, &now, BPF_ANY);
+  omniprof_count(OMNIPROF_STAT_PROCESS_REQUESTS);
+  omniprof_send_event(type, pid);
 }
 
 static __always_inline struct omniprof_unwind_state *omniprof_state(void) {

@@ -1,0 +1,100 @@
+#include "executables/executable_info_manager.h"
+
+#include <algorithm>
+
+#include "log/logger.h"
+#include "plugins/plugin_host.h"
+
+namespace omniprof {
+
+bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
+  if (!plugins_) {
+    entry.loaded = true;
+    return true;
+  }
+  for (const auto& plugin : plugins_->plugins()) {
+    if (plugin->state != PluginState::kLoaded || !plugin->hooks.load_executable) continue;
+    char error[OMNIPROF_ERROR_LEN] = {0};
+    omniprof_status status = plugin->hooks.load_executable(plugin->instance, file_id, entry.path.c_str(), error);
+    if (status == OMNIPROF_OK) continue;
+    // Undo the plugins that did load it, so a retry starts clean.
+    for (const auto& other : plugins_->plugins()) {
+      if (other.get() == plugin.get()) break;
+      if (other->state == PluginState::kLoaded && other->hooks.unload_executable) {
+        other->hooks.unload_executable(other->instance, file_id);
+      }
+    }
+    entry.last_error = error[0] ? error : "load_executable failed";
+    if (status == OMNIPROF_ERR_NO_SPACE) stats_.no_space++;
+    stats_.load_failures++;
+    entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
+    entry.next_retry = now + entry.backoff;
+    log().warn("plugin {}: {} ({:#x}): {}; retrying in {} s", plugin->name, entry.path, file_id,
+               entry.last_error, entry.backoff.count());
+    return false;
+  }
+  entry.loaded = true;
+  entry.backoff = std::chrono::seconds(0);
+  stats_.loaded++;
+  return true;
+}
+
+void ExecutableInfoManager::unload(uint64_t file_id) {
+  if (!plugins_) return;
+  for (const auto& plugin : plugins_->plugins()) {
+    if (plugin->state == PluginState::kLoaded && plugin->hooks.unload_executable) {
+      plugin->hooks.unload_executable(plugin->instance, file_id);
+    }
+  }
+}
+
+void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& entry = entries_[file_id];
+  if (entry.references++ > 0) return;  // fast path: already known
+  entry.path = path;
+  load(file_id, entry, Clock::now());
+}
+
+void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(file_id);
+  if (it == entries_.end() || it->second.references == 0) return;
+  if (--it->second.references > 0) return;
+  if (it->second.loaded) {
+    unload(file_id);
+    stats_.loaded--;
+    stats_.unloaded++;
+  }
+  entries_.erase(it);
+}
+
+void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [file_id, entry] : entries_) {
+    if (!entry.loaded && entry.references > 0 && now >= entry.next_retry) load(file_id, entry, now);
+  }
+}
+
+size_t ExecutableInfoManager::references(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(file_id);
+  return it == entries_.end() ? 0 : it->second.references;
+}
+
+bool ExecutableInfoManager::is_loaded(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(file_id);
+  return it != entries_.end() && it->second.loaded;
+}
+
+ExecutableStats ExecutableInfoManager::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ExecutableStats s = stats_;
+  s.deferred = static_cast<uint64_t>(std::count_if(entries_.begin(), entries_.end(), [](const auto& e) {
+    return !e.second.loaded && e.second.references > 0;
+  }));
+  return s;
+}
+
+}  // namespace omniprof

@@ -1,0 +1,69 @@
+// ExecutableInfoManager: one entry per executable file (by FileID), however
+// many processes map it, with a reference count per file. The first
+// reference asks every plugin that keeps per-executable data (the native
+// plugin's unwind table) to load it; the last one going away unloads it. A
+// file that cannot be loaded now (deleted, its container gone, maps full)
+// is deferred and retried later with backoff, not lost and not retried in a
+// busy loop. The role ExecutableInfoManager plays in the OpenTelemetry
+// profiler (seed 001). Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "common/result.h"
+
+namespace omniprof {
+
+class PluginHost;
+
+struct ExecutableStats {
+  uint64_t loaded = 0;      // files whose data every plugin holds
+  uint64_t deferred = 0;    // files waiting for a retry now
+  uint64_t load_failures = 0;
+  uint64_t no_space = 0;    // loads refused because a map was full
+  uint64_t unloaded = 0;
+};
+
+class ExecutableInfoManager {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ExecutableInfoManager(PluginHost* plugins) : plugins_(plugins) {}
+
+  // A process maps `path` (reachable from the host), whose id is `file_id`.
+  void add_or_inc_ref(uint64_t file_id, const std::string& path);
+  // A process that mapped `file_id` is gone or replaced its mappings.
+  void remove_or_dec_ref(uint64_t file_id);
+  // Retries deferred files whose backoff has passed. Called once per drain.
+  void retry_deferred(Clock::time_point now = Clock::now());
+
+  size_t references(uint64_t file_id) const;
+  bool is_loaded(uint64_t file_id) const;
+  ExecutableStats stats() const;
+
+  static constexpr std::chrono::seconds kFirstRetry{2};
+  static constexpr std::chrono::seconds kMaxRetry{120};
+
+ private:
+  struct Entry {
+    std::string path;
+    size_t references = 0;
+    bool loaded = false;
+    Clock::time_point next_retry{};
+    std::chrono::seconds backoff{0};
+    std::string last_error;
+  };
+  // Calls every plugin's load_executable; true when all succeeded.
+  bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
+  void unload(uint64_t file_id);
+
+  PluginHost* plugins_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  ExecutableStats stats_;
+};
+
+}  // namespace omniprof

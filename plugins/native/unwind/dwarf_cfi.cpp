@@ -1,0 +1,921 @@
+#include "unwind/dwarf_cfi.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/unique_fd.h"
+#include "symbolize/debug_file_finder.h"
+#include "symbolize/elf_file.h"
+
+namespace omniprof::unwind {
+
+// ---------------------------------------------------------------------------
+// CfiReader
+
+uint64_t CfiReader::fixed(size_t size) {
+  if (size == 0 || size > 8 || remaining() < size) return fail<uint64_t>();
+  uint64_t value = 0;
+  // Little-endian: x86-64 is the only target, and ELF files of the other byte
+  // order are rejected before any section is parsed.
+  std::memcpy(&value, pos_, size);
+  pos_ += size;
+  return value;
+}
+
+uint64_t CfiReader::uleb128() {
+  const uint8_t* start = pos_;
+  uint64_t value = 0;
+  unsigned shift = 0;
+  while (true) {
+    if (pos_ >= end_) {
+      pos_ = start;
+      return fail<uint64_t>();
+    }
+    const uint8_t byte = *pos_++;
+    const uint64_t slice = byte & 0x7f;
+    // Redundant zero padding is valid LEB128; bits beyond 64 are not.
+    if (shift >= 64 ? slice != 0 : (shift == 63 && slice > 1)) {
+      pos_ = start;
+      return fail<uint64_t>();
+    }
+    if (shift < 64) value |= slice << shift;
+    shift += 7;
+    if ((byte & 0x80) == 0) return value;
+  }
+}
+
+int64_t CfiReader::sleb128() {
+  const uint8_t* start = pos_;
+  uint64_t value = 0;
+  unsigned shift = 0;
+  uint8_t byte = 0;
+  do {
+    if (pos_ >= end_) {
+      pos_ = start;
+      return fail<int64_t>();
+    }
+    byte = *pos_++;
+    const uint64_t slice = byte & 0x7f;
+    // From bit 63 on only sign bits may follow (all zeros or all ones).
+    if (shift >= 63 && slice != 0 && slice != 0x7f) {
+      pos_ = start;
+      return fail<int64_t>();
+    }
+    if (shift < 64) value |= slice << shift;
+    shift += 7;
+  } while ((byte & 0x80) != 0);
+  if (shift < 64 && (byte & 0x40) != 0) value |= ~uint64_t{0} << shift;
+  return static_cast<int64_t>(value);
+}
+
+std::span<const uint8_t> CfiReader::bytes(uint64_t size) {
+  if (size > remaining()) {
+    fail<int>();
+    return {};
+  }
+  std::span<const uint8_t> result(pos_, static_cast<size_t>(size));
+  pos_ += size;
+  return result;
+}
+
+std::string_view CfiReader::c_string() {
+  const void* nul = std::memchr(pos_, 0, remaining());
+  if (nul == nullptr) {
+    fail<int>();
+    return {};
+  }
+  std::string_view text(reinterpret_cast<const char*>(pos_), static_cast<const uint8_t*>(nul) - pos_);
+  pos_ = static_cast<const uint8_t*>(nul) + 1;
+  return text;
+}
+
+// ---------------------------------------------------------------------------
+// Pointer encodings
+
+std::string pointer_encoding_name(uint8_t encoding) {
+  if (encoding == pe::kOmit) return "DW_EH_PE_omit (0xff)";
+  std::string name;
+  auto add = [&name](std::string_view part) {
+    if (!name.empty()) name += '|';
+    name += part;
+  };
+  if ((encoding & pe::kIndirect) != 0) add("DW_EH_PE_indirect");
+  switch (encoding & 0x70) {
+    case 0: break;
+    case pe::kPcrel: add("DW_EH_PE_pcrel"); break;
+    case pe::kTextrel: add("DW_EH_PE_textrel"); break;
+    case pe::kDatarel: add("DW_EH_PE_datarel"); break;
+    case pe::kFuncrel: add("DW_EH_PE_funcrel"); break;
+    case pe::kAligned: add("DW_EH_PE_aligned"); break;
+    default: add(fmt::format("application {:#x}", encoding & 0x70)); break;
+  }
+  switch (encoding & 0x0f) {
+    case pe::kAbsptr: add("DW_EH_PE_absptr"); break;
+    case pe::kUleb128: add("DW_EH_PE_uleb128"); break;
+    case pe::kUdata2: add("DW_EH_PE_udata2"); break;
+    case pe::kUdata4: add("DW_EH_PE_udata4"); break;
+    case pe::kUdata8: add("DW_EH_PE_udata8"); break;
+    case pe::kSleb128: add("DW_EH_PE_sleb128"); break;
+    case pe::kSdata2: add("DW_EH_PE_sdata2"); break;
+    case pe::kSdata4: add("DW_EH_PE_sdata4"); break;
+    case pe::kSdata8: add("DW_EH_PE_sdata8"); break;
+    default: add(fmt::format("format {:#x}", encoding & 0x0f)); break;
+  }
+  return fmt::format("{} ({:#04x})", name, encoding);
+}
+
+namespace {
+
+// Reads the value part of an encoding (its low nibble). False for a format
+// that does not exist.
+bool read_encoded_format(CfiReader& reader, uint8_t encoding, uint8_t address_size, uint64_t& value) {
+  switch (encoding & 0x0f) {
+    case pe::kAbsptr: value = reader.fixed(address_size); return true;
+    case pe::kUleb128: value = reader.uleb128(); return true;
+    case pe::kUdata2: value = reader.u16(); return true;
+    case pe::kUdata4: value = reader.u32(); return true;
+    case pe::kUdata8: value = reader.u64(); return true;
+    case pe::kSleb128: value = static_cast<uint64_t>(reader.sleb128()); return true;
+    case pe::kSdata2: value = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int16_t>(reader.u16()))); return true;
+    case pe::kSdata4: value = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(reader.u32()))); return true;
+    case pe::kSdata8: value = reader.u64(); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+Result<uint64_t> read_encoded_pointer(CfiReader& reader, uint8_t encoding, uint64_t field_vaddr,
+                                      std::optional<uint64_t> data_base, uint8_t address_size) {
+  if (encoding == pe::kOmit) return make_error("pointer encoding DW_EH_PE_omit where a pointer is required");
+  // An indirect pointer names a memory word holding the address, which only
+  // exists at run time: the table is built from the file.
+  if ((encoding & pe::kIndirect) != 0) {
+    return make_error(fmt::format("pointer encoding {}: DW_EH_PE_indirect is not valid here",
+                                  pointer_encoding_name(encoding)));
+  }
+  uint64_t value = 0;
+  if (!read_encoded_format(reader, encoding, address_size, value)) {
+    return make_error(fmt::format("pointer encoding {}: unknown value format", pointer_encoding_name(encoding)));
+  }
+  if (!reader.ok()) {
+    return make_error(fmt::format("pointer encoded {} runs past the end of its entry", pointer_encoding_name(encoding)));
+  }
+  switch (encoding & 0x70) {
+    case 0: return value;
+    case pe::kPcrel: return field_vaddr + value;  // modulo 2^64, as the hardware computes it
+    case pe::kDatarel:
+      if (!data_base) {
+        return make_error(fmt::format("pointer encoding {}: DW_EH_PE_datarel has no base in this section",
+                                      pointer_encoding_name(encoding)));
+      }
+      return *data_base + value;
+    case pe::kTextrel:
+    case pe::kFuncrel:
+    case pe::kAligned:
+    default:
+      return make_error(fmt::format("pointer encoding {} is not used by x86-64 CFI and is not supported",
+                                    pointer_encoding_name(encoding)));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Section parsing
+
+std::string ParsedCfi::where(uint64_t section_offset) const {
+  if (file_offset) {
+    return fmt::format("{}: {}+{:#x} (file offset {:#x})", file, name, section_offset, *file_offset + section_offset);
+  }
+  return fmt::format("{}: {}+{:#x}", file, name, section_offset);
+}
+
+namespace {
+
+std::string_view default_section_name(CfiFormat format) {
+  return format == CfiFormat::kEhFrame ? ".eh_frame" : ".debug_frame";
+}
+
+// Skips one encoded value (a personality pointer we never dereference).
+// False for an unknown format or a value running past the data.
+bool skip_encoded_value(CfiReader& reader, uint8_t encoding, uint8_t address_size) {
+  if (encoding == pe::kOmit) return true;
+  uint64_t ignored = 0;
+  return read_encoded_format(reader, encoding, address_size, ignored) && reader.ok();
+}
+
+// A FDE whose CIE is resolved after the first pass (it may follow the FDE).
+struct PendingFde {
+  uint64_t offset;      // of the length field
+  uint64_t cie_offset;  // section offset the CIE pointer designates
+  const uint8_t* body;  // just after the CIE pointer
+  const uint8_t* end;   // end of the entry
+};
+
+class SectionParser {
+ public:
+  explicit SectionParser(ParsedCfi& out) : out_(out) {}
+
+  Result<void> parse(bool ends_at_terminator) {
+    const uint8_t* const base = out_.bytes.data();
+    const uint64_t size = out_.bytes.size();
+    const bool eh = out_.format == CfiFormat::kEhFrame;
+    // A typical FDE is 20-60 bytes: reserving for 24 avoids regrowth.
+    pending_.reserve(size / 24 + 1);
+    uint64_t pos = 0;
+    while (pos < size) {
+      const uint64_t entry_offset = pos;
+      CfiReader reader(base + pos, base + size);
+      uint64_t length = reader.u32();
+      if (!reader.ok()) {
+        return make_error(fmt::format("{}: truncated entry: {} bytes left, a length field needs 4",
+                                      out_.where(entry_offset), size - entry_offset));
+      }
+      if (length == 0) {  // zero terminator (or padding between objects)
+        ++out_.zero_terminators;
+        pos += 4;
+        if (ends_at_terminator) break;
+        continue;
+      }
+      bool dwarf64 = false;
+      uint64_t header_size = 4;
+      if (length == 0xffffffff) {
+        length = reader.u64();
+        if (!reader.ok()) {
+          return make_error(fmt::format("{}: truncated 64-bit entry length", out_.where(entry_offset)));
+        }
+        dwarf64 = true;
+        header_size = 12;
+      } else if (length >= 0xfffffff0) {
+        return make_error(fmt::format("{}: entry length {:#x} is a reserved value", out_.where(entry_offset), length));
+      }
+      const uint64_t available = size - entry_offset - header_size;
+      if (length > available) {
+        return make_error(fmt::format("{}: entry length {:#x} runs past the end of the section ({:#x} bytes left)",
+                                      out_.where(entry_offset), length, available));
+      }
+      const uint64_t entry_end = entry_offset + header_size + length;
+      const unsigned id_size = dwarf64 ? 8 : 4;
+      if (length < id_size) {
+        return make_error(fmt::format("{}: entry length {:#x} leaves no room for its CIE id",
+                                      out_.where(entry_offset), length));
+      }
+      const uint64_t id_offset = entry_offset + header_size;
+      reader = CfiReader(base + id_offset, base + entry_end);
+      const uint64_t id = reader.fixed(id_size);
+      const bool is_cie = eh ? id == 0 : id == (dwarf64 ? ~uint64_t{0} : uint64_t{0xffffffff});
+      if (is_cie) {
+        if (auto cie = parse_cie(reader, entry_offset, dwarf64); !cie) return cie.error();
+      } else {
+        uint64_t cie_offset = id;
+        if (eh) {
+          // .eh_frame: the distance back from the CIE pointer field itself.
+          if (id > id_offset) {
+            return make_error(fmt::format("{}: bad CIE pointer {:#x}: it points {:#x} bytes before the section start",
+                                          out_.where(entry_offset), id, id - id_offset));
+          }
+          cie_offset = id_offset - id;
+        } else if (id >= size) {
+          return make_error(fmt::format("{}: bad CIE pointer {:#x}: past the end of the section ({:#x} bytes)",
+                                        out_.where(entry_offset), id, size));
+        }
+        pending_.push_back(PendingFde{entry_offset, cie_offset, reader.position(), base + entry_end});
+      }
+      pos = entry_end;
+    }
+    return resolve_fdes();
+  }
+
+ private:
+  Result<void> parse_cie(CfiReader& reader, uint64_t entry_offset, bool dwarf64) {
+    const bool eh = out_.format == CfiFormat::kEhFrame;
+    Cie cie;
+    cie.offset = entry_offset;
+    cie.dwarf64 = dwarf64;
+    cie.version = reader.u8();
+    cie.augmentation = reader.c_string();
+    if (!reader.ok()) {
+      return make_error(fmt::format("{}: CIE truncated before the end of its augmentation string",
+                                    out_.where(entry_offset)));
+    }
+    const bool version_ok = eh ? (cie.version == 1 || cie.version == 3)
+                               : (cie.version == 1 || cie.version == 3 || cie.version == 4);
+    if (!version_ok) {
+      return make_error(fmt::format("{}: CIE version {} is not supported in {} (expected {})", out_.where(entry_offset),
+                                    cie.version, out_.name, eh ? "1 or 3" : "1, 3 or 4"));
+    }
+    if (cie.version >= 4) {
+      cie.address_size = reader.u8();
+      const uint8_t segment_selector_size = reader.u8();
+      if (reader.ok() && cie.address_size != 8 && cie.address_size != 4) {
+        return make_error(fmt::format("{}: CIE address size {} (expected 8 or 4)", out_.where(entry_offset),
+                                      cie.address_size));
+      }
+      if (reader.ok() && segment_selector_size != 0) {
+        return make_error(fmt::format("{}: CIE segment selector size {} (segmented addresses are not supported)",
+                                      out_.where(entry_offset), segment_selector_size));
+      }
+    }
+
+    std::string_view rest = cie.augmentation;
+    if (!rest.empty() && rest.front() == 'z') {
+      cie.has_augmentation_data = true;
+      rest.remove_prefix(1);
+    } else if (rest.starts_with("eh")) {
+      // Pre-3.0 GCC: "eh" puts the address of the exception table right after
+      // the string. Not needed for unwinding, but it has to be skipped.
+      cie.has_eh_data = true;
+      rest.remove_prefix(2);
+      reader.skip(cie.address_size);
+    }
+    cie.code_alignment_factor = reader.uleb128();
+    cie.data_alignment_factor = reader.sleb128();
+    cie.return_address_register = cie.version == 1 ? reader.u8() : reader.uleb128();
+    if (!reader.ok()) {
+      return make_error(fmt::format("{}: CIE truncated in its alignment factors or return address column",
+                                    out_.where(entry_offset)));
+    }
+
+    CfiReader augmentation_data;
+    if (cie.has_augmentation_data) {
+      const uint64_t length = reader.uleb128();
+      std::span<const uint8_t> data = reader.bytes(length);
+      if (!reader.ok()) {
+        return make_error(fmt::format("{}: CIE augmentation data ({} bytes) runs past the end of the CIE",
+                                      out_.where(entry_offset), length));
+      }
+      augmentation_data = CfiReader(data);
+    }
+    for (const char c : rest) {
+      switch (c) {
+        case 'R':
+        case 'L':
+        case 'P':
+          if (!cie.has_augmentation_data) {
+            return make_error(fmt::format("{}: CIE augmentation \"{}\" has '{}' without 'z'", out_.where(entry_offset),
+                                          cie.augmentation, c));
+          }
+          if (c == 'R') {
+            cie.fde_pointer_encoding = augmentation_data.u8();
+          } else if (c == 'L') {
+            cie.lsda_encoding = augmentation_data.u8();
+          } else {
+            cie.personality_encoding = augmentation_data.u8();
+            // The personality routine's address is read only by the C++
+            // runtime; skip it (it is usually indirect, which is fine here).
+            if (augmentation_data.ok() &&
+                !skip_encoded_value(augmentation_data, cie.personality_encoding, cie.address_size)) {
+              return make_error(fmt::format("{}: CIE personality pointer (encoding {}) does not fit its augmentation data",
+                                            out_.where(entry_offset), pointer_encoding_name(cie.personality_encoding)));
+            }
+          }
+          if (!augmentation_data.ok()) {
+            return make_error(fmt::format("{}: CIE augmentation data too short for '{}' of \"{}\"",
+                                          out_.where(entry_offset), c, cie.augmentation));
+          }
+          break;
+        case 'S':
+          cie.signal_frame = true;
+          break;
+        case 'B':  // AArch64 BTI / MTE markers: no data, harmless elsewhere
+        case 'G':
+          break;
+        default:
+          return make_error(fmt::format("{}: CIE augmentation \"{}\": unknown character '{}'", out_.where(entry_offset),
+                                        cie.augmentation, c));
+      }
+    }
+    if (eh) {
+      const uint8_t encoding = cie.fde_pointer_encoding;
+      if ((encoding & pe::kIndirect) != 0 || encoding == pe::kOmit) {
+        return make_error(fmt::format("{}: CIE FDE pointer encoding {}: not valid for FDE addresses",
+                                      out_.where(entry_offset), pointer_encoding_name(encoding)));
+      }
+    }
+    cie.initial_instructions = std::span<const uint8_t>(reader.position(), reader.end());
+    cie_index_by_offset_.emplace(entry_offset, static_cast<uint32_t>(out_.cies.size()));
+    out_.cies.push_back(cie);
+    return ok();
+  }
+
+  Result<void> resolve_fdes() {
+    out_.fdes.reserve(pending_.size());
+    uint64_t cached_offset = ~uint64_t{0};
+    uint32_t cached_index = 0;
+    for (const PendingFde& pending : pending_) {
+      if (pending.cie_offset != cached_offset) {
+        auto found = cie_index_by_offset_.find(pending.cie_offset);
+        if (found == cie_index_by_offset_.end()) {
+          return make_error(fmt::format("{}: bad CIE pointer: section offset {:#x} is not the start of a CIE",
+                                        out_.where(pending.offset), pending.cie_offset));
+        }
+        cached_offset = pending.cie_offset;
+        cached_index = found->second;
+      }
+      if (auto fde = parse_fde(pending, cached_index); !fde) return fde.error();
+    }
+    return ok();
+  }
+
+  Result<void> parse_fde(const PendingFde& pending, uint32_t cie_index) {
+    const Cie& cie = out_.cies[cie_index];
+    CfiReader reader(pending.body, pending.end);
+    Fde fde;
+    fde.offset = pending.offset;
+    fde.cie_index = cie_index;
+    uint64_t range = 0;
+    if (out_.format == CfiFormat::kEhFrame) {
+      const uint64_t field_vaddr = out_.vaddr + out_.offset_of(reader.position());
+      auto begin = read_encoded_pointer(reader, cie.fde_pointer_encoding, field_vaddr, out_.data_base, cie.address_size);
+      if (!begin) return make_error(fmt::format("{}: FDE initial location: {}", out_.where(pending.offset), begin.error().message));
+      // The range uses the format of the encoding only: it is a length.
+      auto length = read_encoded_pointer(reader, cie.fde_pointer_encoding & 0x0f, 0, std::nullopt, cie.address_size);
+      if (!length) return make_error(fmt::format("{}: FDE address range: {}", out_.where(pending.offset), length.error().message));
+      fde.pc_begin = *begin;
+      range = *length;
+    } else {
+      fde.pc_begin = reader.fixed(cie.address_size);
+      range = reader.fixed(cie.address_size);
+      if (!reader.ok()) {
+        return make_error(fmt::format("{}: FDE truncated in its address range", out_.where(pending.offset)));
+      }
+    }
+    if (cie.has_augmentation_data) {
+      const uint64_t length = reader.uleb128();
+      reader.skip(length);  // the LSDA pointer: for the C++ runtime only
+      if (!reader.ok()) {
+        return make_error(fmt::format("{}: FDE augmentation data ({} bytes) runs past the end of the FDE",
+                                      out_.where(pending.offset), length));
+      }
+    }
+    fde.range_overflows = range > std::numeric_limits<uint64_t>::max() - fde.pc_begin;
+    fde.pc_end = fde.range_overflows ? std::numeric_limits<uint64_t>::max() : fde.pc_begin + range;
+    fde.instructions = std::span<const uint8_t>(reader.position(), reader.end());
+    out_.fdes.push_back(fde);
+    return ok();
+  }
+
+  ParsedCfi& out_;
+  std::vector<PendingFde> pending_;
+  std::unordered_map<uint64_t, uint32_t> cie_index_by_offset_;
+};
+
+}  // namespace
+
+Result<ParsedCfi> parse_cfi(const CfiSectionView& section) {
+  ParsedCfi out;
+  out.format = section.format;
+  out.bytes = section.bytes;
+  out.vaddr = section.vaddr;
+  out.file_offset = section.file_offset;
+  out.data_base = section.data_base;
+  out.file = std::string(section.file);
+  out.name = std::string(section.name.empty() ? default_section_name(section.format) : section.name);
+  SectionParser parser(out);
+  if (auto parsed = parser.parse(section.ends_at_terminator); !parsed) return parsed.error();
+  return out;
+}
+
+Result<ParsedCfi> parse_eh_frame(std::span<const uint8_t> bytes, uint64_t section_vaddr, std::string_view file) {
+  CfiSectionView view;
+  view.format = CfiFormat::kEhFrame;
+  view.bytes = bytes;
+  view.vaddr = section_vaddr;
+  view.file = file;
+  return parse_cfi(view);
+}
+
+Result<ParsedCfi> parse_debug_frame(std::span<const uint8_t> bytes, std::string_view file) {
+  CfiSectionView view;
+  view.format = CfiFormat::kDebugFrame;
+  view.bytes = bytes;
+  view.file = file;
+  return parse_cfi(view);
+}
+
+Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t hdr_vaddr, std::string_view file) {
+  CfiReader reader(bytes);
+  const uint8_t version = reader.u8();
+  const uint8_t eh_frame_ptr_encoding = reader.u8();
+  const uint8_t fde_count_encoding = reader.u8();
+  const uint8_t table_encoding = reader.u8();
+  if (!reader.ok()) return make_error(fmt::format("{}: .eh_frame_hdr+0x0: truncated header ({} bytes)", file, bytes.size()));
+  if (version != 1) return make_error(fmt::format("{}: .eh_frame_hdr+0x0: version {} (expected 1)", file, version));
+  auto field_vaddr = [&] { return hdr_vaddr + static_cast<uint64_t>(reader.position() - bytes.data()); };
+  auto field_offset = [&] { return static_cast<uint64_t>(reader.position() - bytes.data()); };
+
+  EhFrameHdr hdr;
+  // Every datarel value of .eh_frame_hdr is relative to the header's start.
+  uint64_t offset = field_offset();
+  auto eh_frame = read_encoded_pointer(reader, eh_frame_ptr_encoding, field_vaddr(), hdr_vaddr);
+  if (!eh_frame) return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: eh_frame_ptr: {}", file, offset, eh_frame.error().message));
+  hdr.eh_frame_vaddr = *eh_frame;
+  if (fde_count_encoding == pe::kOmit || table_encoding == pe::kOmit) return hdr;
+
+  offset = field_offset();
+  auto count = read_encoded_pointer(reader, fde_count_encoding, field_vaddr(), hdr_vaddr);
+  if (!count) return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: fde_count: {}", file, offset, count.error().message));
+  // Each table entry is two values of at least 2 bytes (LEB128 is not valid
+  // in a binary-search table, but a count bound by the bytes is all we need).
+  if (*count > reader.remaining() / 2) {
+    return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: fde_count {} does not fit in the {} bytes left", file,
+                                  offset, *count, reader.remaining()));
+  }
+  hdr.fde_count = *count;
+  for (uint64_t i = 0; i < hdr.fde_count; ++i) {
+    offset = field_offset();
+    auto initial_location = read_encoded_pointer(reader, table_encoding, field_vaddr(), hdr_vaddr);
+    if (!initial_location) {
+      return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: table entry {}: {}", file, offset, i,
+                                    initial_location.error().message));
+    }
+    auto fde_address = read_encoded_pointer(reader, table_encoding, field_vaddr(), hdr_vaddr);
+    if (!fde_address) {
+      return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: table entry {}: {}", file, offset, i,
+                                    fde_address.error().message));
+    }
+    if (!hdr.last_fde_vaddr || *fde_address > *hdr.last_fde_vaddr) hdr.last_fde_vaddr = *fde_address;
+  }
+  return hdr;
+}
+
+// ---------------------------------------------------------------------------
+// Reading the sections of an ELF file
+
+CfiSectionView CfiSection::view() const {
+  CfiSectionView view;
+  view.format = format;
+  view.bytes = std::span<const uint8_t>(data.get(), size);
+  view.vaddr = vaddr;
+  view.file = file;
+  view.name = name;
+  view.file_offset = file_offset;
+  view.ends_at_terminator = ends_at_terminator;
+  return view;
+}
+
+namespace {
+
+// Decompressed sections larger than this are refused: a corrupt (or
+// hostile) header must not make us allocate gigabytes.
+constexpr uint64_t kMaxSectionSize = uint64_t{1} << 30;
+
+bool libelf_ready() {
+  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
+  return ready;
+}
+
+std::string libelf_error() {
+  const char* message = elf_errmsg(-1);
+  return message != nullptr ? message : "unknown libelf error";
+}
+
+// One libelf handle over one file, for its section and program headers. The
+// section contents are read with pread into our own buffers (one read per
+// section, no copy), which keeps libelf's caches out of the hot path.
+class ElfReader {
+ public:
+  static Result<ElfReader> open(const std::string& path) {
+    if (!libelf_ready()) return make_error(fmt::format("{}: libelf is unusable: {}", path, libelf_error()));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
+    Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+    if (elf == nullptr) return make_error(fmt::format("{}: not an ELF file: {}", path, libelf_error()));
+    ElfReader reader(path, std::move(fd), elf, static_cast<uint64_t>(st.st_size));
+    if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) {
+      return make_error(fmt::format("{}: not a 64-bit ELF file", path));
+    }
+    const char* ident = elf_getident(elf, nullptr);
+    if (ident == nullptr || ident[EI_DATA] != ELFDATA2LSB) {
+      return make_error(fmt::format("{}: not a little-endian ELF file", path));
+    }
+    return reader;
+  }
+
+  ElfReader(ElfReader&& other) noexcept
+      : path_(std::move(other.path_)), fd_(std::move(other.fd_)), elf_(std::exchange(other.elf_, nullptr)),
+        file_size_(other.file_size_) {}
+  ElfReader& operator=(ElfReader&&) = delete;
+  ~ElfReader() {
+    if (elf_ != nullptr) elf_end(elf_);
+  }
+
+  Elf* elf() const { return elf_; }
+  const std::string& path() const { return path_; }
+
+  struct Section {
+    std::string name;
+    GElf_Shdr header;
+  };
+
+  // The sections named in `wanted`, by name.
+  Result<std::vector<Section>> find_sections(std::initializer_list<std::string_view> wanted) const {
+    std::vector<Section> found;
+    size_t shnum = 0;
+    size_t shstrndx = 0;
+    if (elf_getshdrnum(elf_, &shnum) != 0) return make_error(fmt::format("{}: cannot count sections: {}", path_, libelf_error()));
+    if (shnum == 0) return found;
+    if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
+      return make_error(fmt::format("{}: cannot find the section name table: {}", path_, libelf_error()));
+    }
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) == nullptr) {
+        return make_error(fmt::format("{}: section header {} unreadable: {}", path_, elf_ndxscn(scn), libelf_error()));
+      }
+      const char* name = elf_strptr(elf_, shstrndx, shdr.sh_name);
+      if (name == nullptr) continue;
+      const std::string_view view(name);
+      if (std::find(wanted.begin(), wanted.end(), view) != wanted.end()) found.push_back(Section{name, shdr});
+    }
+    return found;
+  }
+
+  Result<void> read_at(uint64_t offset, uint64_t size, uint8_t* out, std::string_view what) const {
+    if (offset > file_size_ || size > file_size_ - offset) {
+      return make_error(fmt::format("{}: {} (file offset {:#x}, {:#x} bytes) extends past the end of the file ({:#x} bytes)",
+                                    path_, what, offset, size, file_size_));
+    }
+    uint64_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd_.get(), out + done, size - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return make_error(fmt::format("{}: reading {}: {}", path_, what, std::strerror(errno)));
+      if (n == 0) return make_error(fmt::format("{}: reading {}: the file ended early (truncated while reading?)", path_, what));
+      done += static_cast<uint64_t>(n);
+    }
+    return ok();
+  }
+
+  Result<std::unique_ptr<uint8_t[]>> read_bytes(uint64_t offset, uint64_t size, std::string_view what) const {
+    if (size > kMaxSectionSize) {
+      return make_error(fmt::format("{}: {} is {:#x} bytes, more than the {:#x} this reader accepts", path_, what, size,
+                                    kMaxSectionSize));
+    }
+    auto buffer = std::make_unique_for_overwrite<uint8_t[]>(size);
+    if (auto read = read_at(offset, size, buffer.get(), what); !read) return read.error();
+    return buffer;
+  }
+
+  // The contents of a SHT_PROGBITS section, decompressed when SHF_COMPRESSED
+  // (ELF compression header) or named .zdebug_* (the older GNU format).
+  Result<CfiSection> read_cfi_section(const Section& section, CfiFormat format) const {
+    const GElf_Shdr& shdr = section.header;
+    CfiSection out;
+    out.format = format;
+    out.file = path_;
+    out.name = section.name;
+    out.vaddr = (shdr.sh_flags & SHF_ALLOC) != 0 ? shdr.sh_addr : 0;
+    const std::string what = fmt::format("section {}", section.name);
+    auto raw = read_bytes(shdr.sh_offset, shdr.sh_size, what);
+    if (!raw) return raw.error();
+    const bool elf_compressed = (shdr.sh_flags & SHF_COMPRESSED) != 0;
+    const bool gnu_compressed = section.name.starts_with(".zdebug");
+    if (!elf_compressed && !gnu_compressed) {
+      out.data = std::move(*raw);
+      out.size = shdr.sh_size;
+      out.file_offset = shdr.sh_offset;
+      return out;
+    }
+    CfiReader header(std::span<const uint8_t>(raw->get(), shdr.sh_size));
+    uint64_t uncompressed_size = 0;
+    if (elf_compressed) {
+      // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign.
+      const uint32_t type = header.u32();
+      header.u32();
+      uncompressed_size = header.u64();
+      header.u64();
+      if (!header.ok()) return make_error(fmt::format("{}: {}: truncated compression header", path_, section.name));
+      if (type != ELFCOMPRESS_ZLIB) {
+        return make_error(fmt::format("{}: {}: compression type {} is not supported (only zlib, type {})", path_,
+                                      section.name, type, ELFCOMPRESS_ZLIB));
+      }
+    } else {
+      // "ZLIB" then the size as a big-endian 64-bit number.
+      std::span<const uint8_t> magic = header.bytes(4);
+      uint64_t big_endian_size = header.u64();
+      if (!header.ok() || std::memcmp(magic.data(), "ZLIB", 4) != 0) {
+        return make_error(fmt::format("{}: {}: missing the ZLIB header of a .zdebug section", path_, section.name));
+      }
+      uncompressed_size = __builtin_bswap64(big_endian_size);
+    }
+    if (uncompressed_size > kMaxSectionSize) {
+      return make_error(fmt::format("{}: {}: decompressed size {:#x} is more than the {:#x} this reader accepts", path_,
+                                    section.name, uncompressed_size, kMaxSectionSize));
+    }
+    auto buffer = std::make_unique_for_overwrite<uint8_t[]>(uncompressed_size);
+    if (auto inflated = inflate_all(header.position(), header.remaining(), buffer.get(), uncompressed_size, section.name);
+        !inflated) {
+      return inflated.error();
+    }
+    out.data = std::move(buffer);
+    out.size = uncompressed_size;
+    out.compressed = true;
+    return out;
+  }
+
+  Result<void> inflate_all(const uint8_t* in, size_t in_size, uint8_t* out, uint64_t out_size,
+                           const std::string& name) const {
+    if (in_size > std::numeric_limits<uInt>::max() || out_size > std::numeric_limits<uInt>::max()) {
+      return make_error(fmt::format("{}: {}: too large to decompress in one step", path_, name));
+    }
+    z_stream stream{};
+    if (inflateInit(&stream) != Z_OK) return make_error(fmt::format("{}: {}: zlib initialisation failed", path_, name));
+    stream.next_in = const_cast<Bytef*>(in);
+    stream.avail_in = static_cast<uInt>(in_size);
+    stream.next_out = out;
+    stream.avail_out = static_cast<uInt>(out_size);
+    const int status = inflate(&stream, Z_FINISH);
+    const uint64_t produced = stream.total_out;
+    const uint64_t consumed = stream.total_in;
+    inflateEnd(&stream);
+    if (status != Z_STREAM_END || produced != out_size) {
+      return make_error(fmt::format("{}: {}: corrupt compressed data (zlib status {}, {:#x} of {:#x} bytes produced, "
+                                    "stopped at compressed byte {:#x})",
+                                    path_, name, status, produced, out_size, consumed));
+    }
+    return ok();
+  }
+
+  // Program headers of a type.
+  std::vector<GElf_Phdr> program_headers(uint32_t type) const {
+    std::vector<GElf_Phdr> result;
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf_, &phnum) != 0) return result;
+    for (size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr phdr;
+      if (gelf_getphdr(elf_, static_cast<int>(i), &phdr) != nullptr && phdr.p_type == type) result.push_back(phdr);
+    }
+    return result;
+  }
+
+ private:
+  ElfReader(std::string path, UniqueFd fd, Elf* elf, uint64_t file_size)
+      : path_(std::move(path)), fd_(std::move(fd)), elf_(elf), file_size_(file_size) {}
+
+  std::string path_;
+  UniqueFd fd_;
+  Elf* elf_ = nullptr;
+  uint64_t file_size_ = 0;
+};
+
+// .eh_frame without section headers: PT_GNU_EH_FRAME gives .eh_frame_hdr,
+// whose eh_frame_ptr gives the start of .eh_frame. The end is the end of the
+// last FDE of the header's search table; without a table, the zero
+// terminator that crtend.o puts after the last FDE.
+Result<std::optional<CfiSection>> read_eh_frame_through_hdr(const ElfReader& reader) {
+  const std::vector<GElf_Phdr> eh_frame_segments = reader.program_headers(PT_GNU_EH_FRAME);
+  if (eh_frame_segments.empty()) return std::optional<CfiSection>();
+  const GElf_Phdr& hdr_segment = eh_frame_segments.front();
+  auto hdr_bytes = reader.read_bytes(hdr_segment.p_offset, hdr_segment.p_filesz, "PT_GNU_EH_FRAME segment");
+  if (!hdr_bytes) return hdr_bytes.error();
+  auto hdr = parse_eh_frame_hdr(std::span<const uint8_t>(hdr_bytes->get(), hdr_segment.p_filesz), hdr_segment.p_vaddr,
+                                reader.path());
+  if (!hdr) return hdr.error();
+
+  // The PT_LOAD whose file contents hold .eh_frame's first byte.
+  std::optional<GElf_Phdr> load;
+  for (const GElf_Phdr& phdr : reader.program_headers(PT_LOAD)) {
+    if (hdr->eh_frame_vaddr >= phdr.p_vaddr && hdr->eh_frame_vaddr - phdr.p_vaddr < phdr.p_filesz) load = phdr;
+  }
+  if (!load) {
+    return make_error(fmt::format("{}: .eh_frame_hdr points at .eh_frame address {:#x}, which no PT_LOAD segment holds",
+                                  reader.path(), hdr->eh_frame_vaddr));
+  }
+  const uint64_t start_in_segment = hdr->eh_frame_vaddr - load->p_vaddr;
+  uint64_t size = load->p_filesz - start_in_segment;
+  bool ends_at_terminator = true;
+  if (hdr->last_fde_vaddr) {
+    const uint64_t last = *hdr->last_fde_vaddr;
+    if (last < hdr->eh_frame_vaddr || last - hdr->eh_frame_vaddr >= size) {
+      return make_error(fmt::format("{}: .eh_frame_hdr lists an FDE at {:#x}, outside .eh_frame's segment", reader.path(),
+                                    last));
+    }
+    // Read the last FDE's length to know where .eh_frame's last FDE ends.
+    const uint64_t last_offset = load->p_offset + start_in_segment + (last - hdr->eh_frame_vaddr);
+    uint8_t length_bytes[12] = {};
+    const uint64_t readable = std::min<uint64_t>(12, size - (last - hdr->eh_frame_vaddr));
+    if (auto read = reader.read_at(last_offset, readable, length_bytes, "the last FDE listed by .eh_frame_hdr"); !read) {
+      return read.error();
+    }
+    CfiReader length_reader(length_bytes, length_bytes + readable);
+    uint64_t length = length_reader.u32();
+    uint64_t header_size = 4;
+    if (length == 0xffffffff) {
+      length = length_reader.u64();
+      header_size = 12;
+    }
+    if (!length_reader.ok()) {
+      return make_error(fmt::format("{}: the last FDE listed by .eh_frame_hdr (at {:#x}) is truncated", reader.path(), last));
+    }
+    const uint64_t end_in_eh_frame = (last - hdr->eh_frame_vaddr) + header_size + length;
+    // A bad length is reported by the parser, which knows the offsets;
+    // bounding by the segment keeps the read in the file.
+    size = std::min(size, end_in_eh_frame);
+    ends_at_terminator = false;
+  }
+  auto bytes = reader.read_bytes(load->p_offset + start_in_segment, size, ".eh_frame (through PT_GNU_EH_FRAME)");
+  if (!bytes) return bytes.error();
+  CfiSection section;
+  section.format = CfiFormat::kEhFrame;
+  section.file = reader.path();
+  section.name = ".eh_frame";
+  section.data = std::move(*bytes);
+  section.size = size;
+  section.vaddr = hdr->eh_frame_vaddr;
+  section.file_offset = load->p_offset + start_in_segment;
+  section.through_eh_frame_hdr = true;
+  section.ends_at_terminator = ends_at_terminator;
+  return std::optional<CfiSection>(std::move(section));
+}
+
+// .debug_frame (or .zdebug_frame) of a file, if it has one with contents.
+Result<std::optional<CfiSection>> read_debug_frame(const ElfReader& reader, bool from_debug_file) {
+  auto sections = reader.find_sections({".debug_frame", ".zdebug_frame"});
+  if (!sections) return sections.error();
+  for (const auto& section : *sections) {
+    if (section.header.sh_type == SHT_NOBITS || section.header.sh_size == 0) continue;
+    auto read = reader.read_cfi_section(section, CfiFormat::kDebugFrame);
+    if (!read) return read.error();
+    read->from_debug_file = from_debug_file;
+    return std::optional<CfiSection>(std::move(*read));
+  }
+  return std::optional<CfiSection>();
+}
+
+}  // namespace
+
+Result<ElfCfi> read_elf_cfi(const std::string& path, const CfiReadOptions& options) {
+  // ElfFile validates the header tables and knows the build ID and debug
+  // link; ElfReader reads the sections.
+  auto elf = ElfFile::open(path);
+  if (!elf) return elf.error();
+  if (elf->machine() != EM_X86_64) {
+    return make_error(fmt::format("{}: not an x86-64 file (e_machine {})", path, elf->machine()));
+  }
+  auto reader = ElfReader::open(path);
+  if (!reader) return reader.error();
+
+  ElfCfi result;
+  result.path = path;
+  result.build_id = elf->build_id();
+  for (const LoadSegment& segment : elf->load_segments()) {
+    if ((segment.flags & PF_X) != 0 && segment.memsz > 0) {
+      result.code_ranges.push_back(CodeRange{segment.vaddr, segment.vaddr + segment.memsz});
+    }
+  }
+
+  auto sections = reader->find_sections({".eh_frame"});
+  if (!sections) return sections.error();
+  bool have_eh_frame = false;
+  for (const auto& section : *sections) {
+    // A separate debug file keeps .eh_frame as SHT_NOBITS.
+    if (section.header.sh_type == SHT_NOBITS || section.header.sh_size == 0) continue;
+    auto read = reader->read_cfi_section(section, CfiFormat::kEhFrame);
+    if (!read) return read.error();
+    result.sections.push_back(std::move(*read));
+    have_eh_frame = true;
+    break;
+  }
+  if (!have_eh_frame) {
+    auto through_hdr = read_eh_frame_through_hdr(*reader);
+    if (!through_hdr) return through_hdr.error();
+    if (*through_hdr) result.sections.push_back(std::move(**through_hdr));
+  }
+
+  auto debug_frame = read_debug_frame(*reader, false);
+  if (!debug_frame) return debug_frame.error();
+  if (*debug_frame) {
+    result.sections.push_back(std::move(**debug_frame));
+  } else if (options.use_debug_file) {
+    const DebugFileFinder finder(options.debug_root);
+    std::optional<std::string> debug_path = finder.find(path, result.build_id, elf->debuglink());
+    if (debug_path && *debug_path != path) {
+      result.debug_file = *debug_path;
+      auto debug_reader = ElfReader::open(*debug_path);
+      if (!debug_reader) return debug_reader.error();
+      auto separate = read_debug_frame(*debug_reader, true);
+      if (!separate) return separate.error();
+      if (*separate) result.sections.push_back(std::move(**separate));
+    }
+  }
+  return result;
+}
+
+}  // namespace omniprof::unwind

@@ -1,0 +1,244 @@
+// Reader of DWARF call-frame information (CFI): the CIEs and FDEs of
+// .eh_frame (the copy the C++ runtime unwinds with, always loaded) and of
+// .debug_frame (the DWARF debugging copy, in the file or in its separate
+// debug file, possibly compressed).
+//
+// The parser works on bytes in memory (`parse_eh_frame`, `parse_debug_frame`)
+// so tests can feed crafted sections; `read_elf_cfi` finds and loads those
+// sections from an ELF file. Everything is bounds-checked: a truncated or
+// malformed section is an error naming the file, the section and the byte
+// offset, never a crash and never a silent cut. Instructions are not run
+// here: see cfa_program.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace omniprof::unwind {
+
+// DW_EH_PE_* pointer encodings of .eh_frame (LSB 5.0, "DWARF Extensions").
+// The low nibble is the format, the high nibble how the value applies.
+namespace pe {
+inline constexpr uint8_t kAbsptr = 0x00;
+inline constexpr uint8_t kUleb128 = 0x01;
+inline constexpr uint8_t kUdata2 = 0x02;
+inline constexpr uint8_t kUdata4 = 0x03;
+inline constexpr uint8_t kUdata8 = 0x04;
+inline constexpr uint8_t kSleb128 = 0x09;
+inline constexpr uint8_t kSdata2 = 0x0a;
+inline constexpr uint8_t kSdata4 = 0x0b;
+inline constexpr uint8_t kSdata8 = 0x0c;
+inline constexpr uint8_t kPcrel = 0x10;
+inline constexpr uint8_t kTextrel = 0x20;
+inline constexpr uint8_t kDatarel = 0x30;
+inline constexpr uint8_t kFuncrel = 0x40;
+inline constexpr uint8_t kAligned = 0x50;
+inline constexpr uint8_t kIndirect = 0x80;
+inline constexpr uint8_t kOmit = 0xff;
+}  // namespace pe
+
+// "DW_EH_PE_pcrel|DW_EH_PE_sdata4 (0x1b)": for error messages.
+std::string pointer_encoding_name(uint8_t encoding);
+
+// Bounds-checked little-endian reader over a byte span. A read past the end
+// (or a LEB128 number that does not fit in 64 bits) returns 0 and latches a
+// failure: callers read a whole field group, then check `ok()` once, which
+// keeps the hot path free of per-read branches into error formatting.
+class CfiReader {
+ public:
+  CfiReader() = default;
+  CfiReader(const uint8_t* begin, const uint8_t* end) : pos_(begin), end_(end) {}
+  explicit CfiReader(std::span<const uint8_t> bytes) : pos_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+
+  bool ok() const { return !failed_; }
+  const uint8_t* position() const { return pos_; }
+  const uint8_t* end() const { return end_; }
+  size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
+  bool at_end() const { return pos_ >= end_; }
+  // Where the first failed read started (valid once `ok()` is false).
+  const uint8_t* failure_position() const { return failure_at_; }
+
+  uint8_t u8() {
+    if (pos_ >= end_) return fail<uint8_t>();
+    return *pos_++;
+  }
+  uint16_t u16() { return static_cast<uint16_t>(fixed(2)); }
+  uint32_t u32() { return static_cast<uint32_t>(fixed(4)); }
+  uint64_t u64() { return fixed(8); }
+  // Little-endian unsigned value of `size` (1..8) bytes.
+  uint64_t fixed(size_t size);
+  uint64_t uleb128();
+  int64_t sleb128();
+  // The next `size` bytes as a span (empty, and failed, when fewer remain).
+  std::span<const uint8_t> bytes(uint64_t size);
+  void skip(uint64_t size) { (void)bytes(size); }
+  // A NUL-terminated string (without the NUL).
+  std::string_view c_string();
+
+ private:
+  template <typename T>
+  T fail() {
+    if (!failed_) failure_at_ = pos_;
+    failed_ = true;
+    pos_ = end_;
+    return T{};
+  }
+
+  const uint8_t* pos_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  const uint8_t* failure_at_ = nullptr;
+  bool failed_ = false;
+};
+
+enum class CfiFormat : uint8_t {
+  kEhFrame,     // .eh_frame: CIE id 0, relative CIE pointers, DW_EH_PE_* encodings
+  kDebugFrame,  // .debug_frame: CIE id all ones, CIE pointers are section offsets
+};
+
+// One CFI section in memory plus what decoding it needs. The bytes are not
+// owned: they must outlive every ParsedCfi made from this view.
+struct CfiSectionView {
+  CfiFormat format = CfiFormat::kEhFrame;
+  std::span<const uint8_t> bytes;
+  // Address of bytes[0] when the file is loaded at its link address: the
+  // base of DW_EH_PE_pcrel. 0 for .debug_frame, which is not loaded.
+  uint64_t vaddr = 0;
+  std::string_view file = "<memory>";  // for messages
+  std::string_view name;               // section name for messages; default from `format`
+  // Where bytes[0] lies in the file, for messages; absent when the bytes were
+  // decompressed (then offsets are offsets in the decompressed section).
+  std::optional<uint64_t> file_offset;
+  // Base of DW_EH_PE_datarel. The x86-64 psABI defines none for .eh_frame, so
+  // an FDE using it is an error unless a caller knows better.
+  std::optional<uint64_t> data_base;
+  // .eh_frame found through PT_GNU_EH_FRAME without section headers: the
+  // size is not known, so the first zero terminator ends the section.
+  bool ends_at_terminator = false;
+};
+
+struct Cie {
+  uint64_t offset = 0;  // of the entry's length field in the section
+  uint8_t version = 0;
+  uint8_t address_size = 8;
+  uint8_t fde_pointer_encoding = pe::kAbsptr;  // 'R'
+  uint8_t lsda_encoding = pe::kOmit;           // 'L'
+  uint8_t personality_encoding = pe::kOmit;    // 'P'
+  bool has_augmentation_data = false;          // 'z'
+  bool signal_frame = false;                   // 'S': FDEs describe signal trampolines
+  bool has_eh_data = false;                    // "eh": old GCC, a pointer after the string
+  bool dwarf64 = false;                        // 0xffffffff length escape
+  uint64_t code_alignment_factor = 1;
+  int64_t data_alignment_factor = 1;
+  uint64_t return_address_register = 16;
+  std::string_view augmentation;                  // points into the section
+  std::span<const uint8_t> initial_instructions;  // points into the section
+};
+
+struct Fde {
+  uint64_t offset = 0;  // of the entry's length field in the section
+  uint32_t cie_index = 0;  // into ParsedCfi::cies
+  uint64_t pc_begin = 0;
+  uint64_t pc_end = 0;  // exclusive; pc_begin + range, saturated at 2^64-1 (tombstones)
+  bool range_overflows = false;  // pc_begin + range does not fit in 64 bits
+  std::span<const uint8_t> instructions;  // points into the section
+};
+
+// The CIEs and FDEs of one section, in section order. Spans point into the
+// section bytes of the view it was parsed from, which must outlive this.
+struct ParsedCfi {
+  CfiFormat format = CfiFormat::kEhFrame;
+  std::span<const uint8_t> bytes;
+  uint64_t vaddr = 0;
+  std::optional<uint64_t> file_offset;
+  std::optional<uint64_t> data_base;
+  std::string file;  // owned copies: the view's strings may be temporaries
+  std::string name;
+  std::vector<Cie> cies;
+  std::vector<Fde> fdes;
+  size_t zero_terminators = 0;
+
+  // Offset of `p` (which points into the section) from the section start.
+  uint64_t offset_of(const uint8_t* p) const { return static_cast<uint64_t>(p - bytes.data()); }
+  // "file: .eh_frame+0x1a4 (file offset 0x1a90e4)": where an error is.
+  std::string where(uint64_t section_offset) const;
+};
+
+Result<ParsedCfi> parse_cfi(const CfiSectionView& section);
+
+// Convenience entry points for bytes in memory (tests, fuzzing).
+Result<ParsedCfi> parse_eh_frame(std::span<const uint8_t> bytes, uint64_t section_vaddr,
+                                 std::string_view file = "<memory>");
+Result<ParsedCfi> parse_debug_frame(std::span<const uint8_t> bytes, std::string_view file = "<memory>");
+
+// Decodes one DW_EH_PE_* value at the reader's position. `field_vaddr` is the
+// run-time address of the field (pcrel base). Rejects what x86-64 CFI cannot
+// use, by name: indirect, textrel, funcrel, aligned, omit, datarel without a
+// base. Returns the error text (without location) or the value.
+Result<uint64_t> read_encoded_pointer(CfiReader& reader, uint8_t encoding, uint64_t field_vaddr,
+                                      std::optional<uint64_t> data_base, uint8_t address_size = 8);
+
+// .eh_frame_hdr (what PT_GNU_EH_FRAME points at): version 1, then the
+// encoded address of .eh_frame and a binary-search table of FDEs.
+struct EhFrameHdr {
+  uint64_t eh_frame_vaddr = 0;
+  uint64_t fde_count = 0;  // 0 when the table is omitted
+  // Address of the FDE with the highest address in the table: the end of
+  // .eh_frame is at most that FDE's end. Absent without a table.
+  std::optional<uint64_t> last_fde_vaddr;
+};
+Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t hdr_vaddr,
+                                      std::string_view file = "<memory>");
+
+// ---------------------------------------------------------------------------
+// Loading the sections from an ELF file.
+
+// Section bytes owned by the loader.
+struct CfiSection {
+  CfiFormat format = CfiFormat::kEhFrame;
+  std::string file;  // the file the bytes come from (the debug file for its .debug_frame)
+  std::string name;  // ".eh_frame", ".debug_frame", ".zdebug_frame"
+  std::unique_ptr<uint8_t[]> data;
+  size_t size = 0;
+  uint64_t vaddr = 0;
+  std::optional<uint64_t> file_offset;  // absent when decompressed
+  bool compressed = false;
+  bool from_debug_file = false;
+  bool through_eh_frame_hdr = false;  // found through PT_GNU_EH_FRAME, no section headers
+  bool ends_at_terminator = false;
+
+  CfiSectionView view() const;
+};
+
+// A [begin, end) range of executable addresses (PF_X PT_LOAD segments).
+struct CodeRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+struct ElfCfi {
+  std::string path;
+  std::string build_id;    // hex, empty when the file has none
+  std::string debug_file;  // the separate debug file consulted, "" when none
+  std::vector<CodeRange> code_ranges;
+  std::vector<CfiSection> sections;  // .eh_frame first when present, then .debug_frame
+};
+
+struct CfiReadOptions {
+  std::string debug_root = "/usr/lib/debug";
+  // Look for .debug_frame in the separate debug file (by build ID, then
+  // .gnu_debuglink) when the file itself has none.
+  bool use_debug_file = true;
+};
+
+// Reads the CFI sections of an x86-64 ELF file. A file without any is not an
+// error: `sections` is empty.
+Result<ElfCfi> read_elf_cfi(const std::string& path, const CfiReadOptions& options = {});
+
+}  // namespace omniprof::unwind
