@@ -102,7 +102,8 @@ Result<void> Agent::start() {
   } else {
     log().warn("kernel frames will not be named: {}", kernel.error().message);
   }
-  executables_ = std::make_unique<ExecutableInfoManager>(plugins_.get());
+  executable_loader_ = std::make_unique<PluginExecutableLoader>(*plugins_);
+  executables_ = std::make_unique<ExecutableInfoManager>(*executable_loader_);
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
   processes_->track_executables(executables_.get(), &file_ids_, symbolizer_.get());
   assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,

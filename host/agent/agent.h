@@ -77,6 +77,7 @@ class Agent {
   std::unique_ptr<PluginHost> plugins_;
   // Before processes_: the tracker releases its executables when destroyed.
   FileIdCache file_ids_;
+  std::unique_ptr<PluginExecutableLoader> executable_loader_;
   std::unique_ptr<ExecutableInfoManager> executables_;
   std::unique_ptr<ProcessTracker> processes_;
   std::optional<KernelSymbols> kernel_symbols_;

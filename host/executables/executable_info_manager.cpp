@@ -7,45 +7,48 @@
 
 namespace omniprof {
 
-bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
-  if (!plugins_) {
-    entry.loaded = true;
-    return true;
-  }
-  for (const auto& plugin : plugins_->plugins()) {
+omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string& path, std::string& error) {
+  for (const auto& plugin : plugins_.plugins()) {
     if (plugin->state != PluginState::kLoaded || !plugin->hooks.load_executable) continue;
-    char error[OMNIPROF_ERROR_LEN] = {0};
-    omniprof_status status = plugin->hooks.load_executable(plugin->instance, file_id, entry.path.c_str(), error);
+    char reason[OMNIPROF_ERROR_LEN] = {0};
+    omniprof_status status = plugin->hooks.load_executable(plugin->instance, file_id, path.c_str(), reason);
     if (status == OMNIPROF_OK) continue;
-    // Undo the plugins that did load it, so a retry starts clean.
-    for (const auto& other : plugins_->plugins()) {
+    for (const auto& other : plugins_.plugins()) {
       if (other.get() == plugin.get()) break;
       if (other->state == PluginState::kLoaded && other->hooks.unload_executable) {
         other->hooks.unload_executable(other->instance, file_id);
       }
     }
-    entry.last_error = error[0] ? error : "load_executable failed";
-    if (status == OMNIPROF_ERR_NO_SPACE) stats_.no_space++;
-    stats_.load_failures++;
-    entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
-    entry.next_retry = now + entry.backoff;
-    log().warn("plugin {}: {} ({:#x}): {}; retrying in {} s", plugin->name, entry.path, file_id,
-               entry.last_error, entry.backoff.count());
-    return false;
+    error = plugin->name + ": " + (reason[0] ? reason : "load_executable failed");
+    return status;
   }
-  entry.loaded = true;
-  entry.backoff = std::chrono::seconds(0);
-  stats_.loaded++;
-  return true;
+  return OMNIPROF_OK;
 }
 
-void ExecutableInfoManager::unload(uint64_t file_id) {
-  if (!plugins_) return;
-  for (const auto& plugin : plugins_->plugins()) {
+void PluginExecutableLoader::unload(uint64_t file_id) {
+  for (const auto& plugin : plugins_.plugins()) {
     if (plugin->state == PluginState::kLoaded && plugin->hooks.unload_executable) {
       plugin->hooks.unload_executable(plugin->instance, file_id);
     }
   }
+}
+
+bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
+  std::string error;
+  omniprof_status status = loader_.load(file_id, entry.path, error);
+  if (status == OMNIPROF_OK) {
+    entry.loaded = true;
+    entry.backoff = std::chrono::seconds(0);
+    stats_.loaded++;
+    return true;
+  }
+  entry.last_error = error.empty() ? "load failed" : error;
+  if (status == OMNIPROF_ERR_NO_SPACE) stats_.no_space++;
+  stats_.load_failures++;
+  entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
+  entry.next_retry = now + entry.backoff;
+  log().warn("{} ({:#x}): {}; retrying in {} s", entry.path, file_id, entry.last_error, entry.backoff.count());
+  return false;
 }
 
 void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path) {
@@ -62,7 +65,7 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
   if (it == entries_.end() || it->second.references == 0) return;
   if (--it->second.references > 0) return;
   if (it->second.loaded) {
-    unload(file_id);
+    loader_.unload(file_id);
     stats_.loaded--;
     stats_.unloaded++;
   }

@@ -15,10 +15,34 @@
 #include <unordered_map>
 
 #include "common/result.h"
+#include "omniprof/plugin.h"
 
 namespace omniprof {
 
 class PluginHost;
+
+// Whoever keeps per-executable data: the plugins with load_executable hooks
+// in the agent, a fake in tests.
+class ExecutableLoader {
+ public:
+  virtual ~ExecutableLoader() = default;
+  // OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE, or another error; `error` says why.
+  virtual omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) = 0;
+  virtual void unload(uint64_t file_id) = 0;
+};
+
+// Every loaded plugin that has load_executable/unload_executable hooks. A
+// file is loaded when all of them hold it; a failure unloads it from those
+// that took it, so a retry starts clean.
+class PluginExecutableLoader : public ExecutableLoader {
+ public:
+  explicit PluginExecutableLoader(PluginHost& plugins) : plugins_(plugins) {}
+  omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override;
+  void unload(uint64_t file_id) override;
+
+ private:
+  PluginHost& plugins_;
+};
 
 struct ExecutableStats {
   uint64_t loaded = 0;      // files whose data every plugin holds
@@ -31,7 +55,7 @@ struct ExecutableStats {
 class ExecutableInfoManager {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit ExecutableInfoManager(PluginHost* plugins) : plugins_(plugins) {}
+  explicit ExecutableInfoManager(ExecutableLoader& loader) : loader_(loader) {}
 
   // A process maps `path` (reachable from the host), whose id is `file_id`.
   void add_or_inc_ref(uint64_t file_id, const std::string& path);
@@ -56,11 +80,9 @@ class ExecutableInfoManager {
     std::chrono::seconds backoff{0};
     std::string last_error;
   };
-  // Calls every plugin's load_executable; true when all succeeded.
   bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
-  void unload(uint64_t file_id);
 
-  PluginHost* plugins_;
+  ExecutableLoader& loader_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Entry> entries_;
   ExecutableStats stats_;

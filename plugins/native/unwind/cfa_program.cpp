@@ -1,9 +1,10 @@
 #include "unwind/cfa_program.h"
 
-#include <fmt/format.h>
-
+#include <array>
 #include <limits>
 #include <string>
+
+#include <fmt/format.h>
 
 namespace omniprof::unwind {
 namespace {
@@ -48,18 +49,17 @@ enum : uint8_t {
 // megabytes of DW_CFA_remember_state would allocate gigabytes.
 constexpr size_t kMaxRememberedStates = 1024;
 
-// Which of the registers we track `reg` is, or nullptr.
-RegisterRule* tracked_rule(FrameState& state, uint64_t reg) {
+// The rule of `reg` if it is one of the registers we track, else nullptr.
+// (State is FrameState or const FrameState.)
+template <typename State>
+auto* tracked_rule(State& state, uint64_t reg) {
+  using Rule = decltype(&state.rbp);
   switch (reg) {
     case x86_64_register::kRbp: return &state.rbp;
     case x86_64_register::kRsp: return &state.rsp;
     case x86_64_register::kReturnAddress: return &state.return_address;
-    default: return nullptr;
+    default: return Rule{nullptr};
   }
-}
-
-const RegisterRule* tracked_rule(const FrameState& state, uint64_t reg) {
-  return tracked_rule(const_cast<FrameState&>(state), reg);
 }
 
 // One run of an instruction sequence: a CIE's initial instructions (fde ==
@@ -75,12 +75,16 @@ class Interpreter {
     remembered_.clear();
     uint64_t loc = fde_ != nullptr ? fde_->pc_begin : 0;
     const uint64_t end = fde_ != nullptr ? fde_->pc_end : 0;
+    bool emitted_at_loc = false;  // a row for `loc` exists (advances by 0 replace it)
     auto emit = [&] {
       if (rows == nullptr || loc >= end) return;  // past the FDE's end: describes nothing
-      if (!rows->empty() && rows->back().pc == loc) {
-        rows->back().state = state;  // an advance by 0 replaces the row
+      if (emitted_at_loc) {
+        rows->back().state = state;
       } else {
-        rows->push_back(CfaRow{loc, state});
+        CfaRow& row = rows->emplace_back();  // one copy of the state, not two
+        row.pc = loc;
+        row.state = state;
+        emitted_at_loc = true;
       }
     };
 
@@ -108,6 +112,7 @@ class Interpreter {
           return error(fmt::format("advancing {:#x} by {} x {} overflows", loc, delta, cie_.code_alignment_factor));
         }
         emit();
+        if (scaled != 0) emitted_at_loc = false;
         loc += scaled;
         return ok();
       };
@@ -146,6 +151,7 @@ class Interpreter {
           }
           if (target < loc) return error(fmt::format("moves the location back from {:#x} to {:#x}", loc, target));
           emit();
+          if (target != loc) emitted_at_loc = false;
           loc = target;
           break;
         }
@@ -358,13 +364,14 @@ std::string_view cfa_opcode_name(uint8_t opcode) {
     case kGnuNegativeOffsetExtended: return "DW_CFA_GNU_negative_offset_extended";
     default: break;
   }
-  // Stable storage for the formatted names of undefined opcodes.
-  static const auto* const unknown_names = [] {
-    auto* names = new std::string[64];
-    for (unsigned i = 0; i < 64; ++i) names[i] = fmt::format("DW_CFA_<unknown {:#04x}>", i);
+  // Undefined opcodes are all below 0x40 (the top two bits select the
+  // primary opcodes above); their names are formatted once.
+  static const std::array<std::string, 0x40> unknown_names = [] {
+    std::array<std::string, 0x40> names;
+    for (unsigned i = 0; i < names.size(); ++i) names[i] = fmt::format("DW_CFA_<unknown {:#04x}>", i);
     return names;
   }();
-  return opcode < 64 ? std::string_view(unknown_names[opcode]) : std::string_view("DW_CFA_<unknown>");
+  return opcode < unknown_names.size() ? std::string_view(unknown_names[opcode]) : std::string_view("DW_CFA_<unknown>");
 }
 
 Result<FrameState> CfaProgramRunner::run_cie(const ParsedCfi& cfi, const Cie& cie) {

@@ -26,17 +26,15 @@ namespace omniprof::unwind {
 // ---------------------------------------------------------------------------
 // CfiReader
 
-uint64_t CfiReader::fixed(size_t size) {
+uint64_t CfiReader::odd_sized(size_t size) {
   if (size == 0 || size > 8 || remaining() < size) return fail<uint64_t>();
   uint64_t value = 0;
-  // Little-endian: x86-64 is the only target, and ELF files of the other byte
-  // order are rejected before any section is parsed.
   std::memcpy(&value, pos_, size);
   pos_ += size;
   return value;
 }
 
-uint64_t CfiReader::uleb128() {
+uint64_t CfiReader::uleb128_multibyte() {
   const uint8_t* start = pos_;
   uint64_t value = 0;
   unsigned shift = 0;

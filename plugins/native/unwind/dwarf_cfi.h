@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -65,16 +66,29 @@ class CfiReader {
   // Where the first failed read started (valid once `ok()` is false).
   const uint8_t* failure_position() const { return failure_at_; }
 
+  // The readers of fixed-size values are inline: parsing a section is mostly
+  // these calls.
   uint8_t u8() {
     if (pos_ >= end_) return fail<uint8_t>();
     return *pos_++;
   }
-  uint16_t u16() { return static_cast<uint16_t>(fixed(2)); }
-  uint32_t u32() { return static_cast<uint32_t>(fixed(4)); }
-  uint64_t u64() { return fixed(8); }
+  uint16_t u16() { return little_endian<uint16_t>(); }
+  uint32_t u32() { return little_endian<uint32_t>(); }
+  uint64_t u64() { return little_endian<uint64_t>(); }
   // Little-endian unsigned value of `size` (1..8) bytes.
-  uint64_t fixed(size_t size);
-  uint64_t uleb128();
+  uint64_t fixed(size_t size) {
+    switch (size) {
+      case 1: return u8();
+      case 2: return u16();
+      case 4: return u32();
+      case 8: return u64();
+      default: return odd_sized(size);
+    }
+  }
+  uint64_t uleb128() {
+    if (pos_ < end_ && *pos_ < 0x80) return *pos_++;  // most values fit in one byte
+    return uleb128_multibyte();
+  }
   int64_t sleb128();
   // The next `size` bytes as a span (empty, and failed, when fewer remain).
   std::span<const uint8_t> bytes(uint64_t size);
@@ -83,6 +97,19 @@ class CfiReader {
   std::string_view c_string();
 
  private:
+  // x86-64 is the only target and ELF files of the other byte order are
+  // rejected before any section is parsed, so host order is file order.
+  template <typename T>
+  T little_endian() {
+    if (remaining() < sizeof(T)) return fail<T>();
+    T value;
+    std::memcpy(&value, pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return value;
+  }
+  uint64_t odd_sized(size_t size);
+  uint64_t uleb128_multibyte();
+
   template <typename T>
   T fail() {
     if (!failed_) failure_at_ = pos_;

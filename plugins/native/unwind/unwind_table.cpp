@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -169,13 +169,19 @@ class RowSink {
       default: break;
     }
     if (row.rbp == RbpRule::kUnsupported) ++stats_.unsupported_rbp;
-    if (!rows_.empty() && rows_.back().same_rule(row)) return;
+    // Compared with a copy of the last row, not with rows_.back(): reading
+    // back the row just stored stalls on store forwarding.
+    if (have_last_ && last_.same_rule(row)) return;
     rows_.push_back(row);
+    last_ = row;
+    have_last_ = true;
   }
 
  private:
   std::vector<UnwindRow>& rows_;
   UnwindTableStats& stats_;
+  UnwindRow last_;
+  bool have_last_ = false;
 };
 
 }  // namespace

@@ -1,0 +1,150 @@
+// ExecutableInfoManager and FileID without a kernel: a fake loader records
+// what the plugins would be asked to do.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "executables/executable_info_manager.h"
+#include "executables/file_id.h"
+
+namespace omniprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeLoader : public ExecutableLoader {
+ public:
+  omniprof_status load(uint64_t file_id, const std::string&, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    loads[file_id]++;
+    if (failures_left > 0) {
+      failures_left--;
+      error = "cannot read it now";
+      return failure;
+    }
+    return OMNIPROF_OK;
+  }
+  void unload(uint64_t file_id) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    unloads[file_id]++;
+  }
+  std::mutex mutex;
+  std::map<uint64_t, int> loads, unloads;
+  int failures_left = 0;
+  omniprof_status failure = OMNIPROF_ERR_IO;
+};
+
+TEST(ExecutableInfoManagerTest, LoadsOnFirstReferenceAndUnloadsOnLast) {
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(7, "/lib/libc.so.6");
+  manager.add_or_inc_ref(7, "/proc/123/root/lib/libc.so.6");  // same file in a container
+  EXPECT_EQ(loader.loads[7], 1);
+  EXPECT_EQ(manager.references(7), 2u);
+  manager.remove_or_dec_ref(7);
+  EXPECT_EQ(loader.unloads[7], 0);
+  EXPECT_TRUE(manager.is_loaded(7));
+  manager.remove_or_dec_ref(7);
+  EXPECT_EQ(loader.unloads[7], 1);
+  EXPECT_FALSE(manager.is_loaded(7));
+  EXPECT_EQ(manager.references(7), 0u);
+  manager.remove_or_dec_ref(7);  // one too many: ignored
+  EXPECT_EQ(loader.unloads[7], 1);
+  EXPECT_EQ(manager.stats().unloaded, 1u);
+}
+
+TEST(ExecutableInfoManagerTest, FailedLoadIsDeferredAndRetriedWithBackoff) {
+  FakeLoader loader;
+  loader.failures_left = 2;
+  loader.failure = OMNIPROF_ERR_NO_SPACE;
+  ExecutableInfoManager manager(loader);
+  auto t0 = ExecutableInfoManager::Clock::now();
+  manager.add_or_inc_ref(9, "/usr/bin/big");
+  EXPECT_FALSE(manager.is_loaded(9));
+  EXPECT_EQ(manager.stats().deferred, 1u);
+  EXPECT_EQ(manager.stats().no_space, 1u);
+
+  manager.retry_deferred(t0);  // backoff not over: no busy retry
+  EXPECT_EQ(loader.loads[9], 1);
+  manager.retry_deferred(t0 + ExecutableInfoManager::kFirstRetry + std::chrono::seconds(1));
+  EXPECT_EQ(loader.loads[9], 2);  // failed again: the backoff doubles
+  manager.retry_deferred(t0 + ExecutableInfoManager::kFirstRetry * 2 + std::chrono::seconds(1));
+  EXPECT_EQ(loader.loads[9], 2);
+  manager.retry_deferred(t0 + ExecutableInfoManager::kFirstRetry * 4 + std::chrono::seconds(2));
+  EXPECT_EQ(loader.loads[9], 3);
+  EXPECT_TRUE(manager.is_loaded(9));
+  EXPECT_EQ(manager.stats().deferred, 0u);
+}
+
+TEST(ExecutableInfoManagerTest, DeferredFileWhoseProcessesWentAwayIsDropped) {
+  FakeLoader loader;
+  loader.failures_left = 100;
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(5, "/gone");
+  manager.remove_or_dec_ref(5);
+  EXPECT_EQ(loader.unloads[5], 0);  // never loaded: nothing to unload
+  manager.retry_deferred(ExecutableInfoManager::Clock::now() + std::chrono::hours(1));
+  EXPECT_EQ(loader.loads[5], 1);
+  EXPECT_EQ(manager.stats().deferred, 0u);
+}
+
+TEST(ExecutableInfoManagerTest, ConcurrentReferencesLoadOnce) {
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (uint64_t id = 1; id <= 50; ++id) manager.add_or_inc_ref(id, "/x");
+      for (uint64_t id = 1; id <= 50; ++id) manager.remove_or_dec_ref(id);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (uint64_t id = 1; id <= 50; ++id) {
+    EXPECT_EQ(loader.loads[id], loader.unloads[id]) << id;
+    EXPECT_EQ(manager.references(id), 0u);
+  }
+}
+
+TEST(FileIdTest, SameContentsSameIdWhateverThePath) {
+  fs::path dir = fs::temp_directory_path() / "omniprof-fileid";
+  fs::create_directories(dir);
+  fs::copy_file("/proc/self/exe", dir / "a", fs::copy_options::overwrite_existing);
+  fs::copy_file("/proc/self/exe", dir / "b", fs::copy_options::overwrite_existing);
+  auto a = compute_file_id(dir / "a");
+  auto b = compute_file_id(dir / "b");
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, 0u);
+
+  // One byte changed in the tail: another file.
+  {
+    std::fstream f(dir / "b", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);
+    f.put('\x5a');
+  }
+  auto changed = compute_file_id(dir / "b");
+  ASSERT_TRUE(changed);
+  EXPECT_NE(*changed, *a);
+
+  FileIdCache cache;
+  auto cached = cache.file_id(dir / "a");
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(*cached, *a);
+  EXPECT_EQ(cache.size(), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(FileIdTest, MissingFileAndDirectoryAreErrorsNamingThePath) {
+  auto missing = compute_file_id("/nonexistent/omniprof");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("/nonexistent/omniprof"), std::string::npos);
+  auto dir = compute_file_id("/tmp");
+  ASSERT_FALSE(dir);
+  EXPECT_NE(dir.error().message.find("not a regular file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace omniprof
