@@ -212,10 +212,11 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = processes_.find(pid);
-    if (it != processes_.end() && (it->second->exited || refreshed_this_round_[pid])) {
-      return it->second;
-    }
-    refreshed_this_round_[pid] = true;
+    auto now = std::chrono::steady_clock::now();
+    auto last = last_refresh_.find(pid);
+    bool recent = last != last_refresh_.end() && now - last->second < kRefreshInterval;
+    if (it != processes_.end() && (it->second->exited || recent)) return it->second;
+    last_refresh_[pid] = now;
   }
   auto snapshot = describe(pid);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -284,11 +285,11 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
 
 void ProcessTracker::end_round() {
   std::lock_guard<std::mutex> lock(mutex_);
-  refreshed_this_round_.clear();
   gone_this_round_.clear();
   for (auto it = processes_.begin(); it != processes_.end();) {
     bool gone = it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0;
     if (gone) {
+      last_refresh_.erase(it->first);
       if (maps_) maps_->delete_process_info(it->first);
       release(*it->second);
       it = processes_.erase(it);

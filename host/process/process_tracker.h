@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -76,7 +77,7 @@ class ProcessTracker {
   std::shared_ptr<const ProcessSnapshot> get(int32_t pid);
   // Re-reads a process's mappings when a sampled address lies outside them (a
   // library loaded with dlopen after the process was described). At most once
-  // per round per process.
+  // per kRefreshInterval per process.
   std::shared_ptr<const ProcessSnapshot> refresh_for_unknown_address(int32_t pid);
   // Called after a round's profile is built: forgets processes that exited.
   void end_round();
@@ -99,7 +100,8 @@ class ProcessTracker {
   ElfSymbolizer* symbolizer_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
-  std::unordered_map<int32_t, bool> refreshed_this_round_;
+  static constexpr std::chrono::milliseconds kRefreshInterval{1000};
+  std::unordered_map<int32_t, std::chrono::steady_clock::time_point> last_refresh_;
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   ProcessTrackerStats stats_;

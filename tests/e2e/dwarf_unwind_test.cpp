@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "e2e_support.h"
+#include "omniprof/bpf/abi.h"
 
 namespace omniprof::e2e {
 namespace {
@@ -46,7 +47,7 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
   int64_t leaf = 0, whole = 0;
   std::string example;
   for (const auto& t : traces) {
-    if (t.frames.empty() || t.frames.front() != "leaf") continue;
+    if (t.frames.empty() || t.frames.front() != w.chain.front()) continue;
     leaf += t.count;
     if (std::search(t.frames.begin(), t.frames.end(), w.chain.begin(), w.chain.end()) != t.frames.end()) {
       whole += t.count;
@@ -67,8 +68,46 @@ INSTANTIATE_TEST_SUITE_P(
                       Workload{"chain_nofp_static", {"20"}, kChain},
                       Workload{"chain_nofp_shared", {"20"}, kChain},
                       Workload{"threads_nofp", {"20"}, {"leaf", "stage_c", "stage_b", "stage_a", "worker"}},
-                      Workload{"recursion_nofp", {"20", "60"}, recursion_chain(60)}),
+                      Workload{"recursion_nofp", {"20", "60"}, recursion_chain(60)},
+                      // The library is mapped 1.5 s after start, once the agent has read the process.
+                      Workload{"dlopen_nofp", {"20", "1.5"}, {"dl_leaf", "dl_stage", "main"}}),
     [](const ::testing::TestParamInfo<Workload>& info) { return info.param.name; });
+
+TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  BackgroundProcess target({workload("recursion_nofp"), "20", "150"});
+  std::string out = temp_dir("deep") + "/profile.pb.gz";
+  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-p", std::to_string(target.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("native.stop_max_depth"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("stack_truncated_max_depth"), std::string::npos) << result.out;
+  std::string error;
+  auto traces = read_traces_with_go(out, &error);
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t leaf = 0, at_limit = 0;
+  for (const auto& t : traces) {
+    if (t.frames.empty() || t.frames.front() != "leaf") continue;
+    leaf += t.count;
+    // The walk keeps the innermost OMNIPROF_MAX_STACK_DEPTH frames.
+    size_t recurse = std::count(t.frames.begin(), t.frames.end(), "recurse");
+    if (recurse == OMNIPROF_MAX_STACK_DEPTH - 1 && t.frames.size() == OMNIPROF_MAX_STACK_DEPTH) at_limit += t.count;
+  }
+  ASSERT_GT(leaf, 100);
+  EXPECT_GE(at_limit * 100, leaf * 95) << at_limit << " of " << leaf;
+}
+
+TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
+  OMNIPROF_REQUIRE_BPF();
+  BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
+  std::string out = temp_dir("exit") + "/profile.pb.gz";
+  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(target.wait(), 0);
+  // The workload's own executable is mapped by no other process: its table
+  // leaves the maps with it.
+  EXPECT_NE(result.out.find("host.executables_unloaded"), std::string::npos) << result.out;
+}
 
 }  // namespace
 }  // namespace omniprof::e2e
