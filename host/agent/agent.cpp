@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
@@ -7,6 +8,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <fstream>
 
 #include "bpf/bpf_support.h"
 #include "entry.skel.h"
@@ -64,7 +67,35 @@ PluginHostOptions plugin_options(const Config& config, const InstallLayout& layo
   return options;
 }
 
-Agent::Agent(Config config) : config_(std::move(config)), layout_(InstallLayout::from_executable()) {}
+Agent::Agent(Config config, bool bpf_stats)
+    : config_(std::move(config)), layout_(InstallLayout::from_executable()), bpf_stats_(bpf_stats) {}
+
+namespace {
+
+// Bytes of kernel memory charged for the BPF maps this process holds
+// (memlock in each map fd's fdinfo), each map counted once however many fds
+// (host object, plugin objects reusing it) refer to it.
+uint64_t bpf_map_memory() {
+  std::map<uint64_t, uint64_t> by_map;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fdinfo", ec)) {
+    std::ifstream in(entry.path());
+    std::string line;
+    uint64_t memlock = 0, id = 0;
+    bool is_map = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("map_type:", 0) == 0) is_map = true;
+      if (line.rfind("memlock:", 0) == 0) memlock = std::strtoull(line.c_str() + 8, nullptr, 10);
+      if (line.rfind("map_id:", 0) == 0) id = std::strtoull(line.c_str() + 7, nullptr, 10);
+    }
+    if (is_map) by_map[id] = memlock;
+  }
+  uint64_t total = 0;
+  for (const auto& [id, bytes] : by_map) total += bytes;
+  return total;
+}
+
+}  // namespace
 
 Agent::~Agent() { stop(); }
 
@@ -135,6 +166,14 @@ Result<void> Agent::start() {
 
   processes_->scan(config_.pids);
 
+  if (bpf_stats_) {
+    int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    if (fd < 0) {
+      log().warn("cannot enable BPF run-time statistics: {}", strerror(errno));
+    } else {
+      bpf_stats_fd_.reset(fd);
+    }
+  }
   auto sampler = PerfSampler::attach(maps_->skeleton()->progs.omniprof_entry, config_.frequency_hz);
   if (!sampler) return sampler.error();
   sampler_.emplace(std::move(*sampler));
@@ -204,6 +243,23 @@ std::vector<StatLine> Agent::stats() const {
   } else {
     lines.push_back({"percpu_stats_unreadable", 1});
   }
+  if (bpf_stats_fd_.valid()) {
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(maps_->skeleton()->progs.omniprof_entry), &info, &len) == 0 &&
+        info.run_cnt > 0) {
+      // Tail calls run inside the program that made them: this is the
+      // whole walk of a sample, entry to STOP.
+      lines.push_back({"bpf.entry_runs", info.run_cnt});
+      lines.push_back({"bpf.ns_per_entry_run", info.run_time_ns / info.run_cnt});
+      // Idle and filtered-out runs cost next to nothing: charging all the
+      // time to the samples recorded slightly overstates a walk's cost.
+      if (values && (*values)[OMNIPROF_STAT_RECORDED] > 0) {
+        lines.push_back({"bpf.ns_per_recorded_sample", info.run_time_ns / (*values)[OMNIPROF_STAT_RECORDED]});
+      }
+    }
+  }
+  lines.push_back({"host.bpf_map_bytes", bpf_map_memory()});
   auto ps = processes_->stats();
   const auto& as = assembler_->stats();
   auto es = executables_->stats();

@@ -77,7 +77,7 @@ void print_stats(const Agent& agent, std::ostream& out) {
 }
 
 int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<int32_t>& pids,
-               uint32_t seconds, const std::string& output, size_t top) {
+               uint32_t seconds, const std::string& output, size_t top, bool bpf_stats) {
   Config config = load_config(config_path, kRecordDefaultFrequencyHz);
   if (hz) config.frequency_hz = hz;
   if (!pids.empty()) config.pids = pids;
@@ -85,7 +85,7 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
     if (kill(pid, 0) != 0 && errno == ESRCH) fail(fmt::format("-p {}: no such process", pid));
   }
   set_log_level(config.log_level);
-  Agent agent(config);
+  Agent agent(config, bpf_stats);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
   install_signal_handlers();
 
@@ -228,6 +228,8 @@ int main(int argc, char** argv) {
   record->add_option("-o,--output", output, "pprof file to write (gzip'd)");
   record->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
   record->add_option("--top", top, "functions to print");
+  bool bpf_stats = false;
+  record->add_flag("--bpf-stats", bpf_stats, "time the BPF programs and print their cost per sample");
 
   uint32_t rounds = 0;
   auto* run = app.add_subcommand("run", "profile continuously, one pprof file per round");
@@ -245,7 +247,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*record) return cmd_record(config_path, hz, pids, seconds, output, top);
+    if (*record) return cmd_record(config_path, hz, pids, seconds, output, top, bpf_stats);
     if (*run) return cmd_run(config_path, rounds);
     if (*plugins) return cmd_plugins(config_path);
     if (*debug) return cmd_debug(config_path, debug_command, debug_argument);

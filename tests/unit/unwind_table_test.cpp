@@ -1325,7 +1325,7 @@ TEST(UnwindTableMalformed, RandomMutationsOfARealEhFrame) {
 // ---------------------------------------------------------------------------
 // ELF files built at test time
 
-class CompiledFixture : public ::testing::Test {
+class UnwindTableFromGcc : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_tool("gcc") || !have_tool("objcopy")) SKIP_UNLESS_CI("gcc or objcopy not installed");
@@ -1381,7 +1381,7 @@ const TableSource* find_source(const UnwindTable& table, const std::string& sect
   return nullptr;
 }
 
-TEST_F(CompiledFixture, DebugFrameOnly) {
+TEST_F(UnwindTableFromGcc, DebugFrameOnly) {
   // Without asynchronous unwind tables gcc writes the CFI of C code to
   // .debug_frame; only the C runtime's objects (crt1.o...) bring .eh_frame.
   const std::string binary = compile("debug_frame_only", "-g -fno-asynchronous-unwind-tables");
@@ -1412,7 +1412,7 @@ TEST_F(CompiledFixture, DebugFrameOnly) {
   EXPECT_GE(table->stats.outermost_rows, 1u);
 }
 
-TEST_F(CompiledFixture, CompressedDebugFrame) {
+TEST_F(UnwindTableFromGcc, CompressedDebugFrame) {
   const std::string plain = compile("plain", "-g -fno-asynchronous-unwind-tables");
   ASSERT_FALSE(plain.empty());
   const std::string objcopied = (dir_.path() / "objcopy_compressed").string();
@@ -1433,7 +1433,7 @@ TEST_F(CompiledFixture, CompressedDebugFrame) {
   }
 }
 
-TEST_F(CompiledFixture, SeparateDebugFileByBuildIdAndDebuglink) {
+TEST_F(UnwindTableFromGcc, SeparateDebugFileByBuildIdAndDebuglink) {
   const std::string full = compile("full", "-g -fno-asynchronous-unwind-tables");
   ASSERT_FALSE(full.empty());
   auto reference = UnwindTableBuilder::build(full);
@@ -1482,7 +1482,7 @@ TEST_F(CompiledFixture, SeparateDebugFileByBuildIdAndDebuglink) {
   EXPECT_EQ(by_link->rows, reference->rows);
 }
 
-TEST_F(CompiledFixture, NoCfiAtAll) {
+TEST_F(UnwindTableFromGcc, NoCfiAtAll) {
   // No C runtime, no unwind tables: nothing to read, which is not an error.
   std::ofstream((dir_.path() / "bare.c").string())
       << "void _start(void) { for (;;) __asm__ volatile(\"\" ::: \"memory\"); }\n";
