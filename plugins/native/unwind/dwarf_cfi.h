@@ -63,8 +63,6 @@ class CfiReader {
   const uint8_t* end() const { return end_; }
   size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
   bool at_end() const { return pos_ >= end_; }
-  // Where the first failed read started (valid once `ok()` is false).
-  const uint8_t* failure_position() const { return failure_at_; }
 
   // The readers of fixed-size values are inline: parsing a section is mostly
   // these calls.
@@ -112,7 +110,6 @@ class CfiReader {
 
   template <typename T>
   T fail() {
-    if (!failed_) failure_at_ = pos_;
     failed_ = true;
     pos_ = end_;
     return T{};
@@ -120,7 +117,6 @@ class CfiReader {
 
   const uint8_t* pos_ = nullptr;
   const uint8_t* end_ = nullptr;
-  const uint8_t* failure_at_ = nullptr;
   bool failed_ = false;
 };
 
