@@ -40,15 +40,16 @@ struct Usage {
   double steady_cpu_per_s = 0;
   double total_cpu_per_s = 0;
   double max_rss_mb = 0;
+  double bpf_map_mb = 0;  // kernel memory of the agent's BPF maps (omniprof only)
   std::map<std::string, double> bpf_ns_per_run;
   bool ok = false;
 };
 
-pid_t spawn(const std::vector<std::string>& args) {
+pid_t spawn(const std::vector<std::string>& args, const char* stdout_path = "/dev/null") {
   std::fflush(stdout);  // the child must not inherit unwritten output
   pid_t pid = fork();
   if (pid == 0) {
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+    if (!freopen(stdout_path, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -95,7 +96,8 @@ std::map<std::string, double> bpf_program_costs(const std::vector<std::string>& 
 
 Usage measure(const std::vector<std::string>& args, int seconds, bool bpf) {
   auto start = Clock::now();
-  pid_t pid = spawn(args);
+  const char* output_path = "/tmp/omniprof-bench-output.txt";
+  pid_t pid = spawn(args, output_path);
   std::this_thread::sleep_for(std::chrono::seconds(3));
   double cpu_a = process_cpu_seconds(pid);
   auto t_a = Clock::now();
@@ -114,12 +116,20 @@ Usage measure(const std::vector<std::string>& args, int seconds, bool bpf) {
   u.total_cpu_per_s = total_cpu / wall;
   u.max_rss_mb = usage.ru_maxrss / 1024.0;
   u.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::ifstream output(output_path);
+  std::string line;
+  while (std::getline(output, line)) {
+    std::smatch m;
+    static const std::regex map_bytes(R"(^\s*host\.bpf_map_bytes\s+(\d+))");
+    if (std::regex_search(line, m, map_bytes)) u.bpf_map_mb = std::stod(m[1]) / (1024.0 * 1024.0);
+  }
+  unlink(output_path);
   return u;
 }
 
 void print_row(const char* load, int hz, const char* tool, const Usage& u, const std::string& extra) {
-  std::printf("%-5s %4d  %-9s %9.3f%% %9.3f%% %8.1f  %s%s\n", load, hz, tool, 100 * u.steady_cpu_per_s,
-              100 * u.total_cpu_per_s, u.max_rss_mb, extra.c_str(), u.ok ? "" : "  (run failed)");
+  std::printf("%-7s %4d  %-9s %9.3f%% %9.3f%% %8.1f %8.1f  %s%s\n", load, hz, tool, 100 * u.steady_cpu_per_s,
+              100 * u.total_cpu_per_s, u.max_rss_mb, u.bpf_map_mb, extra.c_str(), u.ok ? "" : "  (run failed)");
 }
 
 }  // namespace
@@ -133,16 +143,27 @@ int main(int argc, char** argv) {
   std::ofstream("/proc/sys/kernel/bpf_stats_enabled") << "1";
 
   std::printf("agent overhead: %d s per measurement, %d CPUs; %% of one core\n", seconds, cpus);
-  std::printf("%-5s %4s  %-9s %10s %10s %8s  %s\n", "load", "Hz", "tool", "steady", "total", "RSS MB",
-              "BPF ns/run, or ratio to perf");
-  for (bool loaded : {false, true}) {
+  std::printf("%-7s %4s  %-9s %10s %10s %8s %8s  %s\n", "load", "Hz", "tool", "steady", "total", "RSS MB",
+              "maps MB", "BPF ns/run, or ratio to perf");
+  // idle; every core busy; 50 processes of seven different -fomit-frame-pointer
+  // programs (each needing unwind tables), sharing the cores.
+  const std::vector<std::string> fifty = {OMNIPROF_WORKLOADS "/chain_nofp", OMNIPROF_WORKLOADS "/chain_nofp_nopie",
+                                          OMNIPROF_WORKLOADS "/chain_nofp_static", OMNIPROF_WORKLOADS "/threads_nofp",
+                                          OMNIPROF_WORKLOADS "/recursion_nofp", OMNIPROF_WORKLOADS "/chain_nofp_shared",
+                                          OMNIPROF_WORKLOADS "/dlopen_nofp"};
+  for (const char* scenario : {"idle", "busy", "50procs"}) {
     std::vector<pid_t> load;
-    if (loaded) {
-      for (int i = 0; i < cpus; ++i) load.push_back(spawn({busy, std::to_string(seconds * 4 + 30)}));
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::string name = scenario;
+    std::string lifetime = std::to_string(seconds * 4 + 30);
+    if (name == "busy") {
+      for (int i = 0; i < cpus; ++i) load.push_back(spawn({busy, lifetime}));
+    } else if (name == "50procs") {
+      for (int i = 0; i < 50; ++i) load.push_back(spawn({fifty[i % fifty.size()], lifetime}));
     }
-    const char* load_name = loaded ? "busy" : "idle";
+    if (!load.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const char* load_name = scenario;
     for (int hz : {19, 99}) {
+      if (name == "50procs" && hz != 19) continue;
       Usage ours = measure({omniprof, "record", "-F", std::to_string(hz), "-d", std::to_string(seconds),
                             "-o", "/tmp/omniprof-bench.pb.gz"},
                            seconds, true);
