@@ -139,7 +139,7 @@ Result<void> Agent::start() {
   processes_->track_executables(executables_.get(), &file_ids_, symbolizer_.get());
   assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
                                                   kernel_symbols_ ? &*kernel_symbols_ : nullptr,
-                                                  plugins_.get());
+                                                  plugins_.get(), executables_.get());
 
   // Exec and exit notices are BTF tracepoints (5.5+); without them the host
   // still notices both at the end of each round, later.
@@ -276,6 +276,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.executable_load_failures", es.load_failures},
            {"host.executable_no_space", es.no_space},
            {"host.executables_unloaded", es.unloaded},
+           {"host.executables_evicted", es.evicted},
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},
            {"host.symbolizer_errors", as.symbolizer_errors},

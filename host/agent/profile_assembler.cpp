@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "log/logger.h"
+#include "executables/executable_info_manager.h"
 #include "plugins/plugin_host.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_file.h"
@@ -49,6 +50,12 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
     stats_.unnamed_frames++;
     id = builder.add_location(0, pc, {ProfileLine{fmt::format("[unknown]+{:#x}", pc), "", "", 0}});
   } else {
+    if (executables_) {
+      size_t index = static_cast<size_t>(mapping - process->mappings.data());
+      if (index < process->executables.size() && process->executables[index].file_id != 0) {
+        executables_->mark_sampled(process->executables[index].file_id);
+      }
+    }
     bool is_file = !mapping->path.empty() && mapping->path[0] == '/';
     std::string host_path = is_file ? process->host_path(*mapping) : std::string();
     std::optional<ElfSymbolizer::Symbol> symbol;

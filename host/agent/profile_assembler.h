@@ -19,6 +19,7 @@ class ProcessTracker;
 class ElfSymbolizer;
 class KernelSymbols;
 class PluginHost;
+class ExecutableInfoManager;
 struct ProcessSnapshot;
 struct ProcMapping;
 
@@ -31,9 +32,13 @@ struct AssemblerStats {
 
 class ProfileAssembler {
  public:
+  // executables (optional) learns which executables are still sampled, so
+  // that the ones nobody samples are the first to make room.
   ProfileAssembler(ProcessTracker& processes, ElfSymbolizer& symbolizer,
-                   const KernelSymbols* kernel, PluginHost* plugins)
-      : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins) {}
+                   const KernelSymbols* kernel, PluginHost* plugins,
+                   ExecutableInfoManager* executables = nullptr)
+      : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins),
+        executables_(executables) {}
 
   ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
                           int64_t duration_ns);
@@ -49,6 +54,7 @@ class ProfileAssembler {
   ElfSymbolizer& symbolizer_;
   const KernelSymbols* kernel_;
   PluginHost* plugins_;
+  ExecutableInfoManager* executables_;
   AssemblerStats stats_;
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;

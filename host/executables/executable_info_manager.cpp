@@ -33,12 +33,40 @@ void PluginExecutableLoader::unload(uint64_t file_id) {
   }
 }
 
+bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
+  Entry* oldest = nullptr;
+  uint64_t oldest_id = 0;
+  for (auto& [id, e] : entries_) {
+    if (id == for_file_id || !e.loaded || now - e.last_sampled < kEvictAfterIdle) continue;
+    if (!oldest || e.last_sampled < oldest->last_sampled) {
+      oldest = &e;
+      oldest_id = id;
+    }
+  }
+  if (!oldest) return false;
+  loader_.unload(oldest_id);
+  oldest->loaded = false;
+  oldest->evicted = true;
+  stats_.loaded--;
+  stats_.evicted++;
+  log().info("unloaded {} ({:#x}), not sampled for {} s, to make room",
+             oldest->path, oldest_id,
+             std::chrono::duration_cast<std::chrono::seconds>(now - oldest->last_sampled).count());
+  return true;
+}
+
 bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
   std::string error;
   omniprof_status status = loader_.load(file_id, entry.path, error);
+  while (status == OMNIPROF_ERR_NO_SPACE && evict_one(file_id, now)) {
+    error.clear();
+    status = loader_.load(file_id, entry.path, error);
+  }
   if (status == OMNIPROF_OK) {
     entry.loaded = true;
+    entry.evicted = false;
     entry.backoff = std::chrono::seconds(0);
+    entry.last_sampled = now;
     stats_.loaded++;
     return true;
   }
@@ -75,7 +103,21 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [file_id, entry] : entries_) {
-    if (!entry.loaded && entry.references > 0 && now >= entry.next_retry) load(file_id, entry, now);
+    if (!entry.loaded && !entry.evicted && entry.references > 0 && now >= entry.next_retry) {
+      load(file_id, entry, now);
+    }
+  }
+}
+
+void ExecutableInfoManager::mark_sampled(uint64_t file_id, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(file_id);
+  if (it == entries_.end()) return;
+  it->second.last_sampled = now;
+  if (it->second.evicted) {
+    // Wanted again: back in the retry queue, now.
+    it->second.evicted = false;
+    it->second.next_retry = now;
   }
 }
 
@@ -95,7 +137,7 @@ ExecutableStats ExecutableInfoManager::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ExecutableStats s = stats_;
   s.deferred = static_cast<uint64_t>(std::count_if(entries_.begin(), entries_.end(), [](const auto& e) {
-    return !e.second.loaded && e.second.references > 0;
+    return !e.second.loaded && !e.second.evicted && e.second.references > 0;
   }));
   return s;
 }

@@ -50,6 +50,7 @@ struct ExecutableStats {
   uint64_t load_failures = 0;
   uint64_t no_space = 0;    // loads refused because a map was full
   uint64_t unloaded = 0;
+  uint64_t evicted = 0;     // unloaded to make room although still mapped
 };
 
 class ExecutableInfoManager {
@@ -63,6 +64,10 @@ class ExecutableInfoManager {
   void remove_or_dec_ref(uint64_t file_id);
   // Retries deferred files whose backoff has passed. Called once per drain.
   void retry_deferred(Clock::time_point now = Clock::now());
+  // A sample had a frame in this executable. Space runs out: executables no
+  // process has sampled for kEvictAfterIdle make room (their processes fall
+  // back to frame pointers) and come back when sampled again.
+  void mark_sampled(uint64_t file_id, Clock::time_point now = Clock::now());
 
   size_t references(uint64_t file_id) const;
   bool is_loaded(uint64_t file_id) const;
@@ -70,6 +75,7 @@ class ExecutableInfoManager {
 
   static constexpr std::chrono::seconds kFirstRetry{2};
   static constexpr std::chrono::seconds kMaxRetry{120};
+  static constexpr std::chrono::seconds kEvictAfterIdle{60};
 
  private:
   struct Entry {
@@ -79,8 +85,13 @@ class ExecutableInfoManager {
     Clock::time_point next_retry{};
     std::chrono::seconds backoff{0};
     std::string last_error;
+    Clock::time_point last_sampled{};  // or loaded, whichever is later
+    bool evicted = false;              // waits to be sampled again, not on a timer
   };
   bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
+  // Unloads the executable sampled longest ago, if it has been idle for
+  // kEvictAfterIdle. False when there is none.
+  bool evict_one(uint64_t for_file_id, Clock::time_point now);
 
   ExecutableLoader& loader_;
   mutable std::mutex mutex_;

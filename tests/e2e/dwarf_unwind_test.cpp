@@ -2,6 +2,7 @@
 // walked whole by the native plugin's unwind tables in BPF. Checked through
 // `go tool pprof` on the written profile.
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,46 @@ TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
   }
   ASSERT_GT(leaf, 100);
   EXPECT_GE(at_limit * 100, leaf * 95) << at_limit << " of " << leaf;
+}
+
+TEST(DwarfUnwindLimitsTest, ExecReplacesTheMappings) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  // The pid stays, the program changes: a shell that execs the workload
+  // once the agent has described the shell.
+  BackgroundProcess target({"/bin/sh", "-c", "sleep 2; exec " + workload("chain_nofp_nopie") + " 20"});
+  std::string out = temp_dir("exec") + "/profile.pb.gz";
+  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "6", "-p", std::to_string(target.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::string error;
+  auto traces = read_traces_with_go(out, &error);
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t leaf = 0, whole = 0;
+  for (const auto& t : traces) {
+    if (t.frames.empty() || t.frames.front() != "leaf") continue;
+    leaf += t.count;
+    if (std::search(t.frames.begin(), t.frames.end(), kChain.begin(), kChain.end()) != t.frames.end()) {
+      whole += t.count;
+    }
+  }
+  ASSERT_GT(leaf, 100);
+  EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf;
+}
+
+TEST(DebugUnwindTableTest, PrintsTheTableOfAFileAndRefusesANonElfOne) {
+  // No BPF needed: the command only reads the file.
+  auto result = run_command({OMNIPROF_BINARY, "debug", "unwind-table", workload("chain_nofp")});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.rfind("# unwind-table v1 file=" + workload("chain_nofp"), 0), 0u) << result.out;
+  EXPECT_NE(result.out.find(" cfa=rsp+8 rbp=unchanged\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(" end\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(" outermost\n"), std::string::npos) << result.out;  // _start
+
+  std::string text = temp_dir("notelf") + "/notes.txt";
+  std::ofstream(text) << "not an ELF file\n";
+  auto bad = run_command({OMNIPROF_BINARY, "debug", "unwind-table", text});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find(text), std::string::npos) << bad.err;
 }
 
 TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "executables/executable_info_manager.h"
@@ -105,6 +106,59 @@ TEST(ExecutableInfoManagerTest, ConcurrentReferencesLoadOnce) {
     EXPECT_EQ(loader.loads[id], loader.unloads[id]) << id;
     EXPECT_EQ(manager.references(id), 0u);
   }
+}
+
+// A loader with room for `capacity` executables.
+class BoundedLoader : public ExecutableLoader {
+ public:
+  explicit BoundedLoader(size_t capacity) : capacity(capacity) {}
+  omniprof_status load(uint64_t file_id, const std::string&, std::string& error) override {
+    if (held.size() >= capacity) {
+      error = "maps full";
+      return OMNIPROF_ERR_NO_SPACE;
+    }
+    held.insert(file_id);
+    return OMNIPROF_OK;
+  }
+  void unload(uint64_t file_id) override { held.erase(file_id); }
+  size_t capacity;
+  std::set<uint64_t> held;
+};
+
+TEST(ExecutableInfoManagerTest, ExecutablesNobodySamplesMakeRoomAndComeBackWhenSampled) {
+  BoundedLoader loader(2);
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(1, "/a");
+  manager.add_or_inc_ref(2, "/b");
+  auto later = ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kEvictAfterIdle * 2;
+  manager.mark_sampled(1, later);  // /a is still sampled, /b is not
+
+  // Full. add_or_inc_ref runs at the real "now", when nothing has been idle
+  // long: /c is deferred rather than evicting executables loaded a moment ago.
+  manager.add_or_inc_ref(3, "/c");
+  EXPECT_FALSE(manager.is_loaded(3));
+  EXPECT_EQ(manager.stats().evicted, 0u);
+  // At its retry, /b has been idle for longest and makes room.
+  manager.retry_deferred(later + ExecutableInfoManager::kFirstRetry);
+  EXPECT_TRUE(manager.is_loaded(3));
+  EXPECT_TRUE(manager.is_loaded(1));
+  EXPECT_FALSE(manager.is_loaded(2));
+  EXPECT_EQ(loader.held, (std::set<uint64_t>{1, 3}));
+  EXPECT_EQ(manager.stats().evicted, 1u);
+  EXPECT_EQ(manager.references(2), 1u);  // still mapped: only its table went
+
+  // An evicted executable is not retried on a timer...
+  manager.retry_deferred(later + std::chrono::hours(1));
+  EXPECT_FALSE(manager.is_loaded(2));
+  // ...but when it is sampled again, and then it takes the place of the
+  // executable idle for longest (/a, last sampled at `later`).
+  auto much_later = later + ExecutableInfoManager::kEvictAfterIdle * 3;
+  manager.mark_sampled(3, much_later);
+  manager.mark_sampled(2, much_later);
+  manager.retry_deferred(much_later);
+  EXPECT_TRUE(manager.is_loaded(2));
+  EXPECT_FALSE(manager.is_loaded(1));
+  EXPECT_EQ(loader.held, (std::set<uint64_t>{2, 3}));
 }
 
 TEST(FileIdTest, SameContentsSameIdWhateverThePath) {
