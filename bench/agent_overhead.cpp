@@ -2,8 +2,9 @@
 // whole machine, idle and with every core busy, at 19 Hz and 99 Hz.
 //
 // Figures per measurement:
-//   steady  CPU seconds per wall second of the agent process between 3 s
-//           after start and 2 s before the end (no start-up, no final
+//   steady  CPU seconds per wall second of the agent process from a third
+//           of the run to 2 s before its end (no start-up, which takes
+//           longer on a machine crowded with busy processes, and no final
 //           symbolization): the always-on cost.
 //   total   the same over the whole run, start-up and writing included.
 //   RSS     peak resident memory of the agent process.
@@ -98,10 +99,11 @@ Usage measure(const std::vector<std::string>& args, int seconds, bool bpf) {
   auto start = Clock::now();
   const char* output_path = "/tmp/omniprof-bench-output.txt";
   pid_t pid = spawn(args, output_path);
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  int warmup = std::max(3, seconds / 3);
+  std::this_thread::sleep_for(std::chrono::seconds(warmup));
   double cpu_a = process_cpu_seconds(pid);
   auto t_a = Clock::now();
-  std::this_thread::sleep_for(std::chrono::seconds(seconds - 5));
+  std::this_thread::sleep_for(std::chrono::seconds(seconds - warmup - 2));
   double cpu_b = process_cpu_seconds(pid);
   auto t_b = Clock::now();
   Usage u;

@@ -25,7 +25,7 @@ struct MapSizes {
   uint32_t stack_counts = OMNIPROF_DEFAULT_STACK_COUNTS;
   uint32_t processes = OMNIPROF_DEFAULT_PROCESSES;
   uint32_t unwind_shards = OMNIPROF_DEFAULT_UNWIND_SHARDS;
-  uint32_t executables = 4096;
+  uint32_t executables = OMNIPROF_DEFAULT_EXECUTABLES;
 };
 
 struct StackCount {

@@ -33,9 +33,9 @@ struct Config {
   std::vector<int32_t> pids;              // empty = the whole machine
   uint32_t stack_traces_entries = 10240;  // maps.stack_traces
   uint32_t stack_counts_entries = 10240;  // maps.stack_counts
-  uint32_t process_entries = 8192;        // maps.processes
-  uint32_t unwind_shards = 16;            // maps.unwind_shards: 1 MiB of unwind rows each
-  uint32_t executable_entries = 4096;     // maps.executables: executables with unwind tables
+  uint32_t process_entries = 4096;        // maps.processes
+  uint32_t unwind_shards = 8;             // maps.unwind_shards: 1 MiB of unwind rows each
+  uint32_t executable_entries = 2048;     // maps.executables: executables with unwind tables
   std::string log_level = "info";         // debug, info, warn or error
 
   // True unless the config disables `runtime`: a third-party plugin's runtime

@@ -53,7 +53,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
   EXPECT_TRUE(config.pids.empty());
   EXPECT_EQ(config.stack_traces_entries, 10240u);
   EXPECT_EQ(config.stack_counts_entries, 10240u);
-  EXPECT_EQ(config.process_entries, 8192u);
+  EXPECT_EQ(config.process_entries, 4096u);
   EXPECT_EQ(config.log_level, "info");
 }
 

@@ -135,11 +135,13 @@ struct omniprof_process_mapping {
   omniprof_u64 file_id;   /* executable id (ExecutableInfoManager); 0 = not a file */
 };
 
-/* Enough for almost every process; the rest keep frame-pointer unwinding and
- * the process carries OMNIPROF_PROCESS_MAPPINGS_TRUNCATED. A power of two so
+/* Enough for most processes (a Python or Ruby process maps 20 to 50
+ * executable files); past it the process carries
+ * OMNIPROF_PROCESS_MAPPINGS_TRUNCATED and the mappings left out keep
+ * frame-pointer unwinding. Preallocated per process: 2 KiB each. A power of two so
  * the walker's binary search has a fixed number of steps. */
-#define OMNIPROF_MAX_MAPPINGS 128
-#define OMNIPROF_MAPPING_SEARCH_STEPS 7 /* log2(OMNIPROF_MAX_MAPPINGS) */
+#define OMNIPROF_MAX_MAPPINGS 64
+#define OMNIPROF_MAPPING_SEARCH_STEPS 6 /* log2(OMNIPROF_MAX_MAPPINGS) */
 
 struct omniprof_process_info {
   omniprof_u32 flags;
@@ -164,7 +166,7 @@ struct omniprof_process_info {
 #define OMNIPROF_ROW_SEARCH_STEPS 18 /* > log2(OMNIPROF_ROWS_PER_SHARD) */
 #define OMNIPROF_MAX_CHUNKS 16
 #define OMNIPROF_MAX_UNWIND_RULES 65536
-#define OMNIPROF_DEFAULT_UNWIND_SHARDS 16
+#define OMNIPROF_DEFAULT_UNWIND_SHARDS 8
 
 struct omniprof_unwind_row {
   omniprof_u32 pc_offset; /* from the chunk's low_pc */
@@ -248,6 +250,7 @@ struct omniprof_unwind_state {
 
 #define OMNIPROF_DEFAULT_STACK_COUNTS 10240
 #define OMNIPROF_DEFAULT_STACK_TRACES 10240
-#define OMNIPROF_DEFAULT_PROCESSES 8192
+#define OMNIPROF_DEFAULT_PROCESSES 4096
+#define OMNIPROF_DEFAULT_EXECUTABLES 2048
 
 #endif /* OMNIPROF_BPF_ABI_H */

@@ -24,12 +24,16 @@ struct {
   __type(value, __u64);
 } stack_counts SEC(".maps");
 
+/* Every hash map here is preallocated: before 6.1 the verifier refuses a
+ * perf_event program that uses a BPF_F_NO_PREALLOC hash map (allocating in
+ * NMI or hard-irq context can fail), and even after, an allocation failing
+ * under memory pressure would lose samples. */
+
 /* stack id (hash of the frames) -> frames. User, interpreter and kernel
- * stacks share it. Not preallocated: most rounds use a fraction of it. */
+ * stacks share it. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, OMNIPROF_DEFAULT_STACK_TRACES);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, __u64);
   __type(value, struct omniprof_stack);
 } stack_traces SEC(".maps");
@@ -38,7 +42,6 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, OMNIPROF_DEFAULT_PROCESSES);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, __u32);
   __type(value, struct omniprof_process_info);
 } process_info SEC(".maps");
@@ -78,8 +81,7 @@ struct {
 /* executable id -> its chunks. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, OMNIPROF_DEFAULT_EXECUTABLES);
   __type(key, __u64);
   __type(value, struct omniprof_executable_unwind_info);
 } executable_unwind_info SEC(".maps");
