@@ -75,6 +75,7 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
   }
   state->tail_calls = 0;
   state->stop_reason = 0;
+  state->walk_flags = 0;
   state->key.pid = tgid;
   state->key.tid = tid;
   state->key.user_stack_id = OMNIPROF_STACK_ID_NONE;

@@ -56,8 +56,8 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
         executables_->mark_sampled(process->executables[index].file_id);
       }
     }
-    bool is_file = !mapping->path.empty() && mapping->path[0] == '/';
-    std::string host_path = is_file ? process->host_path(*mapping) : std::string();
+    std::string host_path = process->host_path(*mapping);
+    bool is_file = !host_path.empty();
     std::optional<ElfSymbolizer::Symbol> symbol;
     uint64_t elf_address = pc - mapping->start + mapping->offset;
     if (is_file) {

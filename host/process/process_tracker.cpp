@@ -1,15 +1,19 @@
 #include "process/process_tracker.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "bpf/bpf_maps.h"
+#include "common/unique_fd.h"
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
 #include "symbolize/elf_symbolizer.h"
@@ -41,6 +45,8 @@ const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
 }
 
 std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
+  if (mapping.path == "[vdso]") return vdso_path;
+  if (!mapping.is_file_backed()) return {};
   if (!exited) {
     std::string through_root = fmt::format("/proc/{}/root{}", pid, mapping.path);
     if (access(through_root.c_str(), R_OK) == 0) return through_root;
@@ -50,6 +56,35 @@ std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
 
 ProcessTracker::~ProcessTracker() {
   for (const auto& [pid, snapshot] : processes_) release(*snapshot);
+  if (!vdso_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(vdso_dir_, ec);
+  }
+}
+
+std::string ProcessTracker::vdso_copy(int32_t pid, const ProcMapping& mapping) {
+  uint64_t size = mapping.end - mapping.start;
+  if (size == 0 || size > (1u << 20)) return {};
+  std::string image(size, '\0');
+  UniqueFd mem(open(fmt::format("/proc/{}/mem", pid).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mem.valid() || pread(mem.get(), image.data(), size, static_cast<off_t>(mapping.start)) !=
+                          static_cast<ssize_t>(size)) {
+    return {};
+  }
+  uint64_t hash = XXH3_64bits(image.data(), image.size());
+  std::lock_guard<std::mutex> lock(vdso_mutex_);
+  if (auto it = vdso_files_.find(hash); it != vdso_files_.end()) return it->second;
+  if (vdso_dir_.empty()) {
+    std::string templ = (std::filesystem::temp_directory_path() / "omniprof-vdso-XXXXXX").string();
+    if (!mkdtemp(templ.data())) return {};
+    vdso_dir_ = templ;
+  }
+  std::string path = fmt::format("{}/vdso-{:016x}.so", vdso_dir_, hash);
+  std::ofstream out(path, std::ios::binary);
+  out.write(image.data(), static_cast<std::streamsize>(image.size()));
+  if (!out) return {};
+  vdso_files_.emplace(hash, path);
+  return path;
 }
 
 void ProcessTracker::track_executables(ExecutableInfoManager* executables, FileIdCache* file_ids,
@@ -64,8 +99,9 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
   if (!file_ids_ || !symbolizer_) return;
   for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
     const ProcMapping& m = snapshot.mappings[i];
-    if (!m.is_file_backed()) continue;
+    if (m.path == "[vdso]" && snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
     std::string path = snapshot.host_path(m);
+    if (path.empty()) continue;
     auto id = file_ids_->file_id(path);
     if (!id) {
       stats_.unidentified_files++;
@@ -80,6 +116,18 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
     }
     snapshot.executables[i] = ExecutableRef{*id, m.start - *vaddr};
   }
+}
+
+bool ProcessTracker::same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b) {
+  if (a.mappings.size() != b.mappings.size()) return false;
+  for (size_t i = 0; i < a.mappings.size(); ++i) {
+    const auto& x = a.mappings[i];
+    const auto& y = b.mappings[i];
+    if (x.start != y.start || x.end != y.end || x.offset != y.offset || x.inode != y.inode || x.path != y.path) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void ProcessTracker::release(const ProcessSnapshot& snapshot) {
@@ -223,6 +271,7 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   auto it = processes_.find(pid);
   if (!snapshot) return it == processes_.end() ? nullptr : it->second;
   stats_.maps_refreshes++;
+  if (it != processes_.end() && same_mappings(*it->second, *snapshot)) return it->second;
   if (it != processes_.end()) {
     snapshot->runtime = it->second->runtime;
     snapshot->runtime_version = it->second->runtime_version;

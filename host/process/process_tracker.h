@@ -40,11 +40,13 @@ struct ProcessSnapshot {
   std::string runtime;                // plugin that recognised the process, if any
   std::string runtime_version;
   bool exited = false;
+  std::string vdso_path;  // a copy of the process's [vdso] image, if read
 
   const ProcMapping* mapping_for(uint64_t address) const;
   // A path the host can open for a mapping's file: through /proc/PID/root
   // while the process lives (it may sit in another mount namespace), the
-  // plain path after.
+  // plain path after; the copy of the image for [vdso]; "" for anonymous
+  // memory.
   std::string host_path(const ProcMapping& mapping) const;
 };
 
@@ -91,6 +93,12 @@ class ProcessTracker {
   // Takes references on the snapshot's executables, then writes process_info.
   void publish(const ProcessSnapshot& snapshot);
   void release(const ProcessSnapshot& snapshot);
+  // Nothing mapped or unmapped: a refresh has nothing to publish.
+  static bool same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b);
+  // The [vdso] is in no file: its image is copied out of the process once
+  // per distinct content (one per kernel, in practice), so its unwind table
+  // and symbols come from an ELF file like everything else.
+  std::string vdso_copy(int32_t pid, const ProcMapping& mapping);
   void forget_in_plugins(int32_t pid);
 
   BpfMaps* maps_;
@@ -105,6 +113,9 @@ class ProcessTracker {
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   ProcessTrackerStats stats_;
+  std::mutex vdso_mutex_;
+  std::string vdso_dir_;
+  std::unordered_map<uint64_t, std::string> vdso_files_;  // content hash -> copy
 };
 
 }  // namespace omniprof

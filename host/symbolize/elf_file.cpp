@@ -1,4 +1,5 @@
 #include "symbolize/elf_file.h"
+#include "symbolize/libelf_support.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -13,18 +14,6 @@
 
 namespace omniprof {
 namespace {
-
-// libelf refuses to work until the application has declared the ELF version
-// it was written for; once per process is enough.
-bool libelf_ready() {
-  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
-  return ready;
-}
-
-std::string libelf_error() {
-  const char* message = elf_errmsg(-1);
-  return message != nullptr ? message : "unknown libelf error";
-}
 
 std::string section_name(Elf* elf, size_t shstrndx, const GElf_Shdr& shdr) {
   const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);

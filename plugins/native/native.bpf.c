@@ -46,6 +46,7 @@ static __always_inline int frame_pointer_step(struct omniprof_unwind_state *stat
     return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_FP_NOT_ASCENDING);
   }
   omniprof_count(OMNIPROF_STAT_NATIVE_FP_FRAMES);
+  state->walk_flags |= OMNIPROF_WALK_FROM_FRAME_POINTER;
   state->sp = state->bp + 16;
   state->bp = record[0];
   state->ip = record[1];
@@ -132,7 +133,9 @@ static __always_inline int unwind_step(struct omniprof_unwind_state *state,
   if (!mapping) {
     /* A library loaded after the host read the mappings (dlopen), or JIT
      * code: ask the host to re-read them (rate-limited). */
-    if (process) omniprof_request(OMNIPROF_EVENT_MAPPINGS_STALE, state->key.pid);
+    if (process && !(state->walk_flags & OMNIPROF_WALK_FROM_FRAME_POINTER)) {
+      omniprof_request(OMNIPROF_EVENT_MAPPINGS_STALE, state->key.pid);
+    }
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_MAPPING);
     return frame_pointer_step(state);
   }
@@ -178,6 +181,7 @@ static __always_inline int unwind_step(struct omniprof_unwind_state *state,
   }
   if (return_address == 0) return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_ZERO_RETURN);
   omniprof_count(OMNIPROF_STAT_NATIVE_DWARF_FRAMES);
+  state->walk_flags &= ~OMNIPROF_WALK_FROM_FRAME_POINTER;
   state->sp = cfa;
   state->ip = return_address;
   return STEP_CONTINUE;

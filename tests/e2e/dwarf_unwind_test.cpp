@@ -71,7 +71,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Workload{"threads_nofp", {"20"}, {"leaf", "stage_c", "stage_b", "stage_a", "worker"}},
                       Workload{"recursion_nofp", {"20", "60"}, recursion_chain(60)},
                       // The library is mapped 1.5 s after start, once the agent has read the process.
-                      Workload{"dlopen_nofp", {"20", "1.5"}, {"dl_leaf", "dl_stage", "main"}}),
+                      Workload{"dlopen_nofp", {"20", "1.5"}, {"dl_leaf", "dl_stage", "main"}},
+                      // The [vdso] is in no file: its table comes from the process's image.
+                      Workload{"vdso_clock_nofp", {"20"},
+                               {"__vdso_clock_gettime", "clock_gettime", "read_clock", "main"}}),
     [](const ::testing::TestParamInfo<Workload>& info) { return info.param.name; });
 
 TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {

@@ -120,6 +120,24 @@ class Interpreter {
       auto factored = [&](int64_t value, int64_t& out) {
         return !__builtin_mul_overflow(value, cie_.data_alignment_factor, &out);
       };
+      // The CFA offset operand of def_cfa / def_cfa_offset (unsigned, not
+      // factored) and of their _sf forms (signed, factored).
+      auto cfa_offset_operand = [&](bool signed_form, int64_t& offset) -> Result<void> {
+        if (!signed_form) {
+          const uint64_t raw = reader.uleb128();
+          if (reader.ok() && raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+            return error(fmt::format("offset {:#x} does not fit in 63 bits", raw));
+          }
+          offset = static_cast<int64_t>(raw);
+        } else {
+          const int64_t raw = reader.sleb128();
+          if (reader.ok() && !factored(raw, offset)) {
+            return error(fmt::format("offset {} x {} overflows", raw, cie_.data_alignment_factor));
+          }
+        }
+        if (!reader.ok()) return truncated();
+        return ok();
+      };
 
       switch (opcode) {
         case kNop:
@@ -230,19 +248,7 @@ class Interpreter {
         case kDefCfaSf: {
           const uint64_t reg = reader.uleb128();
           int64_t offset = 0;
-          if (opcode == kDefCfa) {
-            const uint64_t raw = reader.uleb128();
-            if (reader.ok() && raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-              return error(fmt::format("offset {:#x} does not fit in 63 bits", raw));
-            }
-            offset = static_cast<int64_t>(raw);
-          } else {
-            const int64_t raw = reader.sleb128();
-            if (reader.ok() && !factored(raw, offset)) {
-              return error(fmt::format("offset {} x {} overflows", raw, cie_.data_alignment_factor));
-            }
-          }
-          if (!reader.ok()) return truncated();
+          if (auto r = cfa_offset_operand(opcode == kDefCfaSf, offset); !r) return r;
           state.cfa = CfaDefinition{CfaDefinition::Kind::kRegisterOffset, reg, offset, {}};
           break;
         }
@@ -259,19 +265,7 @@ class Interpreter {
         case kDefCfaOffset:
         case kDefCfaOffsetSf: {
           int64_t offset = 0;
-          if (opcode == kDefCfaOffset) {
-            const uint64_t raw = reader.uleb128();
-            if (reader.ok() && raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-              return error(fmt::format("offset {:#x} does not fit in 63 bits", raw));
-            }
-            offset = static_cast<int64_t>(raw);
-          } else {
-            const int64_t raw = reader.sleb128();
-            if (reader.ok() && !factored(raw, offset)) {
-              return error(fmt::format("offset {} x {} overflows", raw, cie_.data_alignment_factor));
-            }
-          }
-          if (!reader.ok()) return truncated();
+          if (auto r = cfa_offset_operand(opcode == kDefCfaOffsetSf, offset); !r) return r;
           if (state.cfa.kind != CfaDefinition::Kind::kRegisterOffset) {
             return error("the CFA is defined by an expression, so it has no offset to change");
           }

@@ -1,4 +1,5 @@
 #include "unwind/dwarf_cfi.h"
+#include "symbolize/libelf_support.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -570,16 +571,6 @@ namespace {
 // Decompressed sections larger than this are refused: a corrupt (or
 // hostile) header must not make us allocate gigabytes.
 constexpr uint64_t kMaxSectionSize = uint64_t{1} << 30;
-
-bool libelf_ready() {
-  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
-  return ready;
-}
-
-std::string libelf_error() {
-  const char* message = elf_errmsg(-1);
-  return message != nullptr ? message : "unknown libelf error";
-}
 
 // One libelf handle over one file, for its section and program headers. The
 // section contents are read with pread into our own buffers (one read per

@@ -27,7 +27,7 @@ typedef __s32 omniprof_s32;
 typedef int32_t omniprof_s32;
 #endif
 
-#define OMNIPROF_BPF_ABI_VERSION 2
+#define OMNIPROF_BPF_ABI_VERSION 3
 
 /* ---- Tail-call slots -------------------------------------------------------
  * One PROG_ARRAY ("programs") owned by the host. Every unwinder finishes by
@@ -225,12 +225,19 @@ struct omniprof_event {
 };
 
 /* ---- Per-CPU unwind state, carried across tail calls ----------------------*/
+/* The current frame was reached through frame pointers, not unwind tables
+ * or the sampled registers: its pc may be garbage (code without frame
+ * pointers), so a pc outside every mapping proves nothing about dlopen. */
+#define OMNIPROF_WALK_FROM_FRAME_POINTER (1u << 0)
+
 struct omniprof_unwind_state {
   omniprof_u64 ip;
   omniprof_u64 sp;
   omniprof_u64 bp;
   omniprof_u32 tail_calls;
   omniprof_u32 stop_reason; /* a percpu_stats index saying why the walk ended */
+  omniprof_u32 walk_flags;  /* OMNIPROF_WALK_*: what the current registers came from */
+  omniprof_u32 reserved;
   struct omniprof_stack_key key;
   struct omniprof_stack stack;
 };
