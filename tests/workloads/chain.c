@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "workload.h"
+
 static volatile uint64_t sink;
 
 __attribute__((noinline)) uint64_t seed(void) { return sink; }
@@ -16,7 +18,7 @@ __attribute__((noinline)) uint64_t seed(void) { return sink; }
  * frameless function skips its caller. */
 __attribute__((noinline)) void leaf(void) {
   uint64_t x = seed();
-  for (int i = 0; i < 200000; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  x = churn(x);
   sink = x;
   __asm__ volatile("" ::: "memory");
 }
@@ -25,15 +27,9 @@ __attribute__((noinline)) void stage_c(void) { leaf(); __asm__ volatile("" ::: "
 __attribute__((noinline)) void stage_b(void) { stage_c(); __asm__ volatile("" ::: "memory"); }
 __attribute__((noinline)) void stage_a(void) { stage_b(); __asm__ volatile("" ::: "memory"); }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 10;
-  double end = now() + seconds;
-  while (now() < end) stage_a();
+  double end = now_seconds() + seconds;
+  while (now_seconds() < end) stage_a();
   return 0;
 }

@@ -8,11 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "workload.h"
 
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 10;
@@ -24,8 +20,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   void (*dl_stage)(void) = (void (*)(void))dlsym(library, "dl_stage");
-  double end = now() + seconds;
-  while (now() < end) dl_stage();
+  double end = now_seconds() + seconds;
+  while (now_seconds() < end) dl_stage();
   __asm__ volatile("" ::: "memory");
   return 0;
 }

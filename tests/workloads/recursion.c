@@ -7,11 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "workload.h"
+
 static volatile uint64_t sink;
 
 __attribute__((noinline)) void leaf(void) {
   uint64_t x = sink;
-  for (int i = 0; i < 200000; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  x = churn(x);
   sink = x;
 }
 
@@ -26,16 +28,10 @@ __attribute__((noinline)) void recurse(int depth) {
   sink += frame[depth % sizeof(frame)]; /* keeps the frame live: no tail call */
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 10;
   int depth = argc > 2 ? atoi(argv[2]) : 60;
-  double end = now() + seconds;
-  while (now() < end) recurse(depth);
+  double end = now_seconds() + seconds;
+  while (now_seconds() < end) recurse(depth);
   return 0;
 }

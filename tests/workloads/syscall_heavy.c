@@ -12,16 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "workload.h"
+
 static char buffer[1 << 20];
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 __attribute__((noinline)) void read_loop(int fd, double end) {
-  while (now() < end) {
+  while (now_seconds() < end) {
     long ret;
     __asm__ volatile("syscall"
                      : "=a"(ret)
@@ -35,6 +31,6 @@ int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 10;
   int fd = open("/dev/zero", O_RDONLY);
   if (fd < 0) return 1;
-  read_loop(fd, now() + seconds);
+  read_loop(fd, now_seconds() + seconds);
   return 0;
 }

@@ -5,18 +5,14 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "workload.h"
+
 static volatile uint64_t sink;
 static double end_time;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 __attribute__((noinline)) void leaf(void) {
   uint64_t x = sink;
-  for (int i = 0; i < 200000; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  x = churn(x);
   sink = x;
 }
 __attribute__((noinline)) void stage_c(void) { leaf(); __asm__ volatile("" ::: "memory"); }
@@ -25,12 +21,12 @@ __attribute__((noinline)) void stage_a(void) { stage_b(); __asm__ volatile("" ::
 
 __attribute__((noinline)) void *worker(void *arg) {
   (void)arg;
-  while (now() < end_time) stage_a();
+  while (now_seconds() < end_time) stage_a();
   return NULL;
 }
 
 int main(int argc, char **argv) {
-  end_time = now() + (argc > 1 ? atof(argv[1]) : 10);
+  end_time = now_seconds() + (argc > 1 ? atof(argv[1]) : 10);
   pthread_t threads[4];
   for (int i = 0; i < 4; i++) pthread_create(&threads[i], NULL, worker, NULL);
   for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
