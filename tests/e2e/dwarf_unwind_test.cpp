@@ -45,17 +45,7 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
   std::string error;
   auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
-  int64_t leaf = 0, whole = 0;
-  std::string example;
-  for (const auto& t : traces) {
-    if (t.frames.empty() || t.frames.front() != w.chain.front()) continue;
-    leaf += t.count;
-    if (std::search(t.frames.begin(), t.frames.end(), w.chain.begin(), w.chain.end()) != t.frames.end()) {
-      whole += t.count;
-    } else if (example.empty()) {
-      for (const auto& f : t.frames) example += f + " <- ";
-    }
-  }
+  auto [leaf, whole, example] = count_chain(traces, w.chain);
   ASSERT_GT(leaf, 100) << "too few leaf samples to judge";
   EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf
                                     << " leaf samples carry the whole chain; one that does not: " << example
@@ -113,16 +103,9 @@ TEST(DwarfUnwindLimitsTest, ExecReplacesTheMappings) {
   std::string error;
   auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
-  int64_t leaf = 0, whole = 0;
-  for (const auto& t : traces) {
-    if (t.frames.empty() || t.frames.front() != "leaf") continue;
-    leaf += t.count;
-    if (std::search(t.frames.begin(), t.frames.end(), kChain.begin(), kChain.end()) != t.frames.end()) {
-      whole += t.count;
-    }
-  }
+  auto [leaf, whole, example] = count_chain(traces, kChain);
   ASSERT_GT(leaf, 100);
-  EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf;
+  EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf << "; one that does not: " << example;
 }
 
 TEST(DebugUnwindTableTest, PrintsTheTableOfAFileAndRefusesANonElfOne) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -143,6 +144,20 @@ std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std
   flush();
   if (traces.empty() && error) *error = "no traces in go tool pprof output: " + result.out.substr(0, 2000);
   return traces;
+}
+
+ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<std::string>& chain) {
+  ChainCount count;
+  for (const auto& t : traces) {
+    if (chain.empty() || t.frames.empty() || t.frames.front() != chain.front()) continue;
+    count.leaf += t.count;
+    if (std::search(t.frames.begin(), t.frames.end(), chain.begin(), chain.end()) != t.frames.end()) {
+      count.whole += t.count;
+    } else if (count.counterexample.empty()) {
+      for (const auto& f : t.frames) count.counterexample += f + " <- ";
+    }
+  }
+  return count;
 }
 
 std::string temp_dir(const std::string& prefix) {

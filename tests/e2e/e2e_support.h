@@ -67,6 +67,15 @@ struct PprofTrace {
 // Reads a profile with `go tool pprof -traces -sample_index=samples`.
 std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error);
 
+// Samples whose leaf is chain.front(), and how many of them carry the whole
+// chain (leaf first, consecutive frames); one that does not, as an example.
+struct ChainCount {
+  int64_t leaf = 0;
+  int64_t whole = 0;
+  std::string counterexample;
+};
+ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<std::string>& chain);
+
 std::string temp_dir(const std::string& prefix);
 std::string workload(const std::string& name);
 
