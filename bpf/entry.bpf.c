@@ -47,7 +47,8 @@ static __always_inline __u64 store_stack(struct omniprof_stack *stack, bool user
   }
   if (hash <= OMNIPROF_STACK_ID_LOST) hash += 2;
   long err = bpf_map_update_elem(&stack_traces, &hash, stack, BPF_NOEXIST);
-  if (err && err != -17 /* EEXIST: the same stack is already stored */) {
+  /* EEXIST: the same stack is already stored, which is the common case. */
+  if (err != 0 && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) {
     omniprof_count(OMNIPROF_STAT_STACK_TRACES_FULL);
     return OMNIPROF_STACK_ID_LOST;
   }
@@ -86,7 +87,8 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
   /* Kernel frames first, through the state's stack buffer (the BPF stack is
    * too small for them), then the buffer is reset for the user walk. */
   state->stack.flags = 0;
-  long bytes = bpf_get_stack(ctx, state->stack.frames, sizeof(state->stack.frames), 0);
+  /* An int: see omniprof_helper_errno (compat.bpf.h). */
+  int bytes = omniprof_helper_errno(bpf_get_stack(ctx, state->stack.frames, sizeof(state->stack.frames), 0));
   if (bytes < 0) {
     omniprof_count(OMNIPROF_STAT_KERNEL_STACK_ERROR);
   } else if (bytes > 0) {

@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
+echo "test: running kernel $(uname -r)"
 cd "${OMNIPROF_BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 300

@@ -26,6 +26,18 @@ struct task_struct {
 
 #define OMNIPROF_PF_KTHREAD 0x00200000 /* include/linux/sched.h: stable since 2.6 */
 
+/* A helper's return value as the errno it carries. Helpers are declared to
+ * return long, but some kernels hand a negative errno back zero-extended from
+ * 32 bits: Debian's 6.1 returns EEXIST from bpf_map_update_elem as 4294967279,
+ * not -17. Only the low 32 bits are meaningful, so every comparison of a
+ * helper's result with an errno, or with 0 for "failed", goes through an int:
+ * omniprof_helper_errno(ret) == -EEXIST, omniprof_helper_failed(ret). Testing
+ * `ret != 0` for success is safe either way. */
+static __always_inline int omniprof_helper_errno(long ret) { return (int)ret; }
+static __always_inline bool omniprof_helper_failed(long ret) { return (int)ret < 0; }
+
+#define OMNIPROF_EEXIST 17 /* include/uapi/asm-generic/errno-base.h */
+
 /* x86-64: a sample taken in user mode has the low two bits of CS set. */
 static __always_inline int omniprof_regs_user_mode(const struct pt_regs *regs) {
   return (regs->cs & 3) == 3;
