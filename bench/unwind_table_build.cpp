@@ -16,8 +16,20 @@
 // decoder of the same CFI, stderr also discarded), median of 5 runs.
 // Targets: libc in at most 5 ms and at least 4x faster than readelf.
 //
-//   build/bench/unwind_table_build [FILE...]   (default: libc, libstdc++, libpython3.12)
+// Memory of one build (the first, in a process that has built nothing
+// before, so no freed heap is reused):
+//   table MB   the finished table: rows.capacity() x sizeof(UnwindRow)
+//   heap MB    peak of live C++ heap (operator new, counted by this program)
+//              during the build, above what was live before it
+//   rss MB     peak RSS during the build (VmHWM, reset through
+//              /proc/self/clear_refs) above the RSS before it; includes the
+//              file pages of sections read through a mapping
+//   x table    heap / table. Target: <= 2 (docs/unwind-table-format.md).
+//
+//   build/bench/unwind_table_build [FILE...]
+//   (default: libc, libstdc++, libpython3.12, libLLVM-14)
 #include <fcntl.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +40,10 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <new>
 #include <set>
 #include <string>
 #include <tuple>
@@ -37,6 +52,43 @@
 #include "unwind/unwind_table.h"
 
 extern char** environ;
+
+// Live and peak bytes of the C++ heap: every operator new of this program
+// (and of omniprof_unwind_tables, linked in) goes through these.
+namespace heap_count {
+size_t live = 0;
+size_t peak = 0;
+}  // namespace heap_count
+
+void* operator new(size_t size) {
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (p == nullptr) throw std::bad_alloc();
+  heap_count::live += malloc_usable_size(p);
+  if (heap_count::live > heap_count::peak) heap_count::peak = heap_count::live;
+  return p;
+}
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, std::align_val_t align) {
+  void* p = std::aligned_alloc(static_cast<size_t>(align), (size + static_cast<size_t>(align) - 1) &
+                                                               ~(static_cast<size_t>(align) - 1));
+  if (p == nullptr) throw std::bad_alloc();
+  heap_count::live += malloc_usable_size(p);
+  if (heap_count::live > heap_count::peak) heap_count::peak = heap_count::live;
+  return p;
+}
+void* operator new[](size_t size, std::align_val_t align) { return operator new(size, align); }
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  heap_count::live -= malloc_usable_size(p);
+  std::free(p);
+}
+void operator delete[](void* p) noexcept { operator delete(p); }
+void operator delete(void* p, size_t) noexcept { operator delete(p); }
+void operator delete[](void* p, size_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
 
 namespace {
 
@@ -84,6 +136,49 @@ double time_readelf(const std::string& path) {
   }
   return elapsed_ms(start);
 }
+
+// A "VmRSS:" or "VmHWM:" figure of /proc/self/status, in bytes.
+size_t status_bytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const size_t length = std::strlen(field);
+  while (std::getline(status, line)) {
+    if (line.compare(0, length, field) == 0) return std::strtoull(line.c_str() + length, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+// Resets VmHWM to the current RSS (Linux 4.0+).
+bool reset_peak_rss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return clear_refs.good();
+}
+
+struct Memory {
+  size_t table_bytes = 0;
+  size_t heap_peak_bytes = 0;
+  size_t rss_peak_bytes = 0;  // 0 when the peak could not be reset
+};
+
+Memory measure_memory(const std::string& path) {
+  Memory memory;
+  const bool rss_measured = reset_peak_rss();
+  const size_t rss_before = status_bytes("VmRSS:");
+  const size_t heap_before = heap_count::live;
+  heap_count::peak = heap_count::live;
+  auto table = UnwindTableBuilder::build(path);
+  memory.heap_peak_bytes = heap_count::peak - heap_before;
+  if (rss_measured) {
+    const size_t hwm = status_bytes("VmHWM:");
+    memory.rss_peak_bytes = hwm > rss_before ? hwm - rss_before : 0;
+  }
+  if (table.ok()) memory.table_bytes = table->rows.capacity() * sizeof(UnwindRow);
+  return memory;
+}
+
+double mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 struct Figures {
   bool ok = false;
@@ -143,8 +238,25 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) files.push_back(argv[i]);
   if (files.empty()) {
     files = {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-             "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0"};
+             "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0", "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1"};
   }
+
+  // Memory first, each file's first build: later builds reuse freed heap.
+  std::printf("unwind table build memory: one build per file (the first), peak above the start of the build\n\n");
+  std::printf("%-28s %9s %9s %9s %8s\n", "file", "table MB", "heap MB", "rss MB", "x table");
+  bool memory_target_met = true;
+  for (const std::string& path : files) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (!std::filesystem::exists(path)) continue;
+    const Memory memory = measure_memory(path);
+    if (memory.table_bytes == 0) continue;
+    const double ratio = static_cast<double>(memory.heap_peak_bytes) / static_cast<double>(memory.table_bytes);
+    std::printf("%-28s %9.2f %9.2f %9.2f %8.2f\n", name.c_str(), mb(memory.table_bytes), mb(memory.heap_peak_bytes),
+                mb(memory.rss_peak_bytes), ratio);
+    if (ratio > 2.0) memory_target_met = false;
+  }
+  std::printf("memory target (heap peak during a build <= 2x the finished table): %s\n\n",
+              memory_target_met ? "met" : "NOT met");
 
   std::printf("unwind table build: median of %d builds; baseline readelf -wF (median of %d), same run\n\n", kBuildRuns,
               kReadelfRuns);

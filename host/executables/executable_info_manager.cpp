@@ -12,7 +12,13 @@ omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string
     if (plugin->state != PluginState::kLoaded || !plugin->hooks.load_executable) continue;
     char reason[OMNIPROF_ERROR_LEN] = {0};
     omniprof_status status = plugin->hooks.load_executable(plugin->instance, file_id, path.c_str(), reason);
-    if (status == OMNIPROF_OK) continue;
+    if (status == OMNIPROF_OK) {
+      if (reason[0] != '\0') {  // loaded, with parts left out
+        if (!error.empty()) error += "; ";
+        error += plugin->name + ": " + reason;
+      }
+      continue;
+    }
     for (const auto& other : plugins_.plugins()) {
       if (other.get() == plugin.get()) break;
       if (other->state == PluginState::kLoaded && other->hooks.unload_executable) {
@@ -68,9 +74,18 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
     entry.backoff = std::chrono::seconds(0);
     entry.last_sampled = now;
     stats_.loaded++;
+    // The plugin logged what it left out; the host counts it.
+    if (!error.empty()) stats_.partial_loads++;
     return true;
   }
   entry.last_error = error.empty() ? "load failed" : error;
+  if (status == OMNIPROF_ERR_TOO_LARGE) {
+    entry.permanent_failure = true;
+    stats_.permanent_failures++;
+    log().warn("{} ({:#x}): {}; it can never be loaded: not retried, nothing evicted for it", entry.path, file_id,
+               entry.last_error);
+    return false;
+  }
   if (status == OMNIPROF_ERR_NO_SPACE) stats_.no_space++;
   stats_.load_failures++;
   entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
@@ -103,9 +118,7 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [file_id, entry] : entries_) {
-    if (!entry.loaded && !entry.evicted && entry.references > 0 && now >= entry.next_retry) {
-      load(file_id, entry, now);
-    }
+    if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
   }
 }
 
@@ -136,9 +149,8 @@ bool ExecutableInfoManager::is_loaded(uint64_t file_id) const {
 ExecutableStats ExecutableInfoManager::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ExecutableStats s = stats_;
-  s.deferred = static_cast<uint64_t>(std::count_if(entries_.begin(), entries_.end(), [](const auto& e) {
-    return !e.second.loaded && !e.second.evicted && e.second.references > 0;
-  }));
+  s.deferred = static_cast<uint64_t>(
+      std::count_if(entries_.begin(), entries_.end(), [](const auto& e) { return waits_for_retry(e.second); }));
   return s;
 }
 

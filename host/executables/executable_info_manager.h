@@ -4,8 +4,12 @@
 // plugin's unwind table) to load it; the last one going away unloads it. A
 // file that cannot be loaded now (deleted, its container gone, maps full)
 // is deferred and retried later with backoff, not lost and not retried in a
-// busy loop. The role ExecutableInfoManager plays in the OpenTelemetry
-// profiler (seed 001). Thread-safe.
+// busy loop. A file that can never be loaded (OMNIPROF_ERR_TOO_LARGE: its
+// table can never fit) is a permanent failure: logged once, counted, never
+// retried and never a reason to evict others, for as long as processes map
+// it (a changed file has another FileID, so it is a new entry). The role
+// ExecutableInfoManager plays in the OpenTelemetry profiler (seed 001).
+// Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -26,7 +30,9 @@ class PluginHost;
 class ExecutableLoader {
  public:
   virtual ~ExecutableLoader() = default;
-  // OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE, or another error; `error` says why.
+  // OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE (room may be made), OMNIPROF_ERR_TOO_LARGE
+  // (permanent), or another error; `error` says why. With OMNIPROF_OK, a
+  // non-empty `error` says what of the file was left out (a partial load).
   virtual omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) = 0;
   virtual void unload(uint64_t file_id) = 0;
 };
@@ -51,6 +57,8 @@ struct ExecutableStats {
   uint64_t no_space = 0;    // loads refused because a map was full
   uint64_t unloaded = 0;
   uint64_t evicted = 0;     // unloaded to make room although still mapped
+  uint64_t permanent_failures = 0;  // files that can never be loaded (OMNIPROF_ERR_TOO_LARGE): not retried
+  uint64_t partial_loads = 0;       // loads a plugin reported parts left out of (malformed FDEs)
 };
 
 class ExecutableInfoManager {
@@ -87,7 +95,12 @@ class ExecutableInfoManager {
     std::string last_error;
     Clock::time_point last_sampled{};  // or loaded, whichever is later
     bool evicted = false;              // waits to be sampled again, not on a timer
+    bool permanent_failure = false;    // can never be loaded: never retried
   };
+  // Not loaded, and waiting for a retry on a timer.
+  static bool waits_for_retry(const Entry& entry) {
+    return !entry.loaded && !entry.evicted && !entry.permanent_failure && entry.references > 0;
+  }
   bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
   // Unloads the executable sampled longest ago, if it has been idle for
   // kEvictAfterIdle. False when there is none.

@@ -9,7 +9,9 @@
 #include <omniprof/plugin.hpp>
 
 #include <memory>
-#include <sstream>
+#include <ostream>
+#include <streambuf>
+#include <string>
 
 #include "native.skel.h"
 #include "unwind/unwind_table.h"
@@ -50,6 +52,55 @@ struct NativeUnwinder {
   std::unique_ptr<UnwindTableStore> store;
 };
 
+// "N malformed FDEs skipped (first: where: why)" for a table some of whose
+// CFI was left out, "" for a whole one.
+std::string skipped_cfi(const omniprof::unwind::UnwindTable& table) {
+  const auto& stats = table.stats;
+  if (stats.fdes_malformed == 0 && stats.sections_cut_short == 0) return "";
+  std::string summary = std::to_string(stats.fdes_malformed) + " malformed FDE" + (stats.fdes_malformed == 1 ? "" : "s") +
+                        " skipped";
+  if (stats.sections_cut_short > 0) {
+    summary += ", " + std::to_string(stats.sections_cut_short) + " section" + (stats.sections_cut_short == 1 ? "" : "s") +
+               " cut short";
+  }
+  return summary + " (first: " + table.first_problem + ")";
+}
+
+// Builds the table of `path`; a table with CFI left out is logged, one line
+// per file, and its summary returned in `skipped`.
+omniprof::Result<omniprof::unwind::UnwindTable> build_table(const NativeUnwinder& self, const char* path,
+                                                            std::string& skipped) {
+  auto table = omniprof::unwind::UnwindTableBuilder::build(path, {});
+  if (table) {
+    skipped = skipped_cfi(*table);
+    if (!skipped.empty()) self.log.warn(std::string(path) + ": " + skipped + "; the other FDEs are used");
+  }
+  return table;
+}
+
+// Hands what print_unwind_table writes to the host's `write` as it comes,
+// so printing a large table holds no copy of its text.
+class HostWriteBuffer : public std::streambuf {
+ public:
+  HostWriteBuffer(void (*write)(void*, const char*, size_t), void* context) : write_(write), context_(context) {}
+
+ protected:
+  std::streamsize xsputn(const char* text, std::streamsize size) override {
+    write_(context_, text, static_cast<size_t>(size));
+    return size;
+  }
+  int_type overflow(int_type c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    write_(context_, &ch, 1);
+    return c;
+  }
+
+ private:
+  void (*write_)(void*, const char*, size_t);
+  void* context_;
+};
+
 uint32_t map_max_entries(int fd) {
   bpf_map_info info{};
   uint32_t len = sizeof(info);
@@ -84,11 +135,15 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
   auto* self = static_cast<NativeUnwinder*>(instance);
   return omniprof::sdk::guarded(error, [&] {
     if (!self->store) return OMNIPROF_OK;
-    auto table = omniprof::unwind::UnwindTableBuilder::build(path, {});
+    std::string skipped;
+    auto table = build_table(*self, path, skipped);
     if (!table) {
       omniprof::sdk::set_error(error, table.error().message);
       return OMNIPROF_ERR_PARSE;
     }
+    // Loaded, but not whole: the status message of a successful load says
+    // so, and the host counts it.
+    omniprof::sdk::set_error(error, skipped);
     // No call-frame information: frame pointers are all there is for it.
     if (table->rows.empty()) return OMNIPROF_OK;
     auto stored = self->store->add(file_id, table->rows);
@@ -96,9 +151,14 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
       case StoreStatus::kOk:
         return OMNIPROF_OK;
       case StoreStatus::kNoSpace:
-      case StoreStatus::kTooManyChunks:
         omniprof::sdk::set_error(error, stored.message + " (raise maps.unwind_shards)");
         return OMNIPROF_ERR_NO_SPACE;
+      case StoreStatus::kTooManyChunks:
+      case StoreStatus::kChunkTooWide:
+        // No amount of room makes these fit: retrying or evicting others
+        // for them would only churn.
+        omniprof::sdk::set_error(error, stored.message + " (" + std::to_string(table->rows.size()) + " rows)");
+        return OMNIPROF_ERR_TOO_LARGE;
       case StoreStatus::kMapError:
         break;
     }
@@ -112,19 +172,20 @@ void unload_executable(void* instance, uint64_t file_id) {
   if (self->store) self->store->remove(file_id);
 }
 
-omniprof_status debug_command(void* /*instance*/, const char* command, const char* argument,
+omniprof_status debug_command(void* instance, const char* command, const char* argument,
                               void (*write)(void*, const char*, size_t), void* context, char* error) {
+  auto* self = static_cast<NativeUnwinder*>(instance);
   return omniprof::sdk::guarded(error, [&] {
     if (std::string(command) != "unwind-table") return OMNIPROF_ERR_INVALID_ARGUMENT;
-    auto table = omniprof::unwind::UnwindTableBuilder::build(argument, {});
+    std::string skipped;
+    auto table = build_table(*self, argument, skipped);
     if (!table) {
       omniprof::sdk::set_error(error, table.error().message);
       return OMNIPROF_ERR_PARSE;
     }
-    std::ostringstream out;
+    HostWriteBuffer buffer(write, context);
+    std::ostream out(&buffer);
     omniprof::unwind::print_unwind_table(*table, out);
-    std::string text = out.str();
-    write(context, text.data(), text.size());
     return OMNIPROF_OK;
   });
 }

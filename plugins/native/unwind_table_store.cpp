@@ -191,7 +191,7 @@ StoreResult UnwindTableStore::add(uint64_t file_id, const std::vector<UnwindRow>
       uint64_t offset = rows[i].pc - low;
       if (offset > UINT32_MAX) {
         give_back();
-        return {StoreStatus::kTooManyChunks, "a chunk spans more than 4 GiB"};
+        return {StoreStatus::kChunkTooWide, "a chunk spans more than 4 GiB of addresses (row offsets are 32-bit)"};
       }
       compact[i].pc_offset = static_cast<uint32_t>(offset);
     }

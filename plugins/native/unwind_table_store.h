@@ -26,7 +26,13 @@ struct StoredChunk {
   uint32_t num_rows = 0;
 };
 
-enum class StoreStatus { kOk, kNoSpace, kTooManyChunks, kMapError };
+enum class StoreStatus {
+  kOk,
+  kNoSpace,        // the maps are full now: room may be made
+  kTooManyChunks,  // the table needs more than OMNIPROF_MAX_CHUNKS chunks: permanent
+  kChunkTooWide,   // a chunk's pc range does not fit the u32 row offset: permanent
+  kMapError,
+};
 
 struct StoreResult {
   StoreStatus status = StoreStatus::kOk;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -159,6 +160,94 @@ TEST(ExecutableInfoManagerTest, ExecutablesNobodySamplesMakeRoomAndComeBackWhenS
   EXPECT_TRUE(manager.is_loaded(2));
   EXPECT_FALSE(manager.is_loaded(1));
   EXPECT_EQ(loader.held, (std::set<uint64_t>{2, 3}));
+}
+
+// BoundedLoader, except that some files can never fit.
+class LoaderWithHugeFiles : public BoundedLoader {
+ public:
+  using BoundedLoader::BoundedLoader;
+  omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override {
+    attempts[file_id]++;
+    if (huge.count(file_id) != 0) {
+      error = "native: table needs more than 8 chunks";
+      return OMNIPROF_ERR_TOO_LARGE;
+    }
+    return BoundedLoader::load(file_id, path, error);
+  }
+  std::set<uint64_t> huge;
+  std::map<uint64_t, int> attempts;
+};
+
+TEST(ExecutableInfoManagerTest, PermanentFailureIsNeverRetriedAndEvictsNothing) {
+  LoaderWithHugeFiles loader(1);
+  loader.huge = {2};
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(1, "/a");
+  ASSERT_TRUE(manager.is_loaded(1));
+  manager.add_or_inc_ref(2, "/huge");
+  EXPECT_FALSE(manager.is_loaded(2));
+  EXPECT_EQ(loader.attempts[2], 1);
+  ExecutableStats stats = manager.stats();
+  EXPECT_EQ(stats.permanent_failures, 1u);
+  EXPECT_EQ(stats.load_failures, 0u);  // counted apart from failures worth retrying
+  EXPECT_EQ(stats.deferred, 0u);
+
+  // Long after: /a has been idle far beyond kEvictAfterIdle, so a file that
+  // merely lacked room would have evicted it by now. /huge is not even tried.
+  auto later = ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kEvictAfterIdle * 10;
+  manager.retry_deferred(later);
+  manager.mark_sampled(2, later);
+  manager.retry_deferred(later + ExecutableInfoManager::kMaxRetry * 2);
+  EXPECT_EQ(loader.attempts[2], 1);
+  EXPECT_TRUE(manager.is_loaded(1));
+  EXPECT_EQ(manager.stats().evicted, 0u);
+  EXPECT_EQ(manager.stats().permanent_failures, 1u);  // logged and counted once
+  EXPECT_EQ(manager.references(2), 1u);
+
+  // A second process mapping it changes nothing; once every process is gone
+  // and the file comes back changed (another FileID), it is tried again.
+  manager.add_or_inc_ref(2, "/proc/7/root/huge");
+  EXPECT_EQ(loader.attempts[2], 1);
+  manager.remove_or_dec_ref(2);
+  manager.remove_or_dec_ref(2);
+  EXPECT_EQ(manager.references(2), 0u);
+  manager.add_or_inc_ref(3, "/huge");
+  EXPECT_EQ(loader.attempts[3], 1);
+}
+
+TEST(ExecutableInfoManagerTest, NoSpaceStillEvictsWhereTooLargeDoesNot) {
+  // The same scenario with a file that only lacks room: the idle /a makes
+  // way. (The contrast the test above relies on.)
+  LoaderWithHugeFiles loader(1);
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(1, "/a");
+  manager.add_or_inc_ref(2, "/big");
+  EXPECT_FALSE(manager.is_loaded(2));
+  manager.retry_deferred(ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kEvictAfterIdle * 10);
+  EXPECT_TRUE(manager.is_loaded(2));
+  EXPECT_FALSE(manager.is_loaded(1));
+  EXPECT_EQ(manager.stats().permanent_failures, 0u);
+}
+
+class PartialLoader : public FakeLoader {
+ public:
+  omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override {
+    omniprof_status status = FakeLoader::load(file_id, path, error);
+    if (status == OMNIPROF_OK && file_id == 4) error = "native: 1 malformed FDE skipped";
+    return status;
+  }
+};
+
+TEST(ExecutableInfoManagerTest, PartialLoadsAreLoadedAndCounted) {
+  PartialLoader loader;
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(3, "/whole");
+  manager.add_or_inc_ref(4, "/with-a-bad-fde");
+  EXPECT_TRUE(manager.is_loaded(3));
+  EXPECT_TRUE(manager.is_loaded(4));
+  EXPECT_EQ(manager.stats().loaded, 2u);
+  EXPECT_EQ(manager.stats().partial_loads, 1u);
+  EXPECT_EQ(manager.stats().load_failures, 0u);
 }
 
 TEST(FileIdTest, SameContentsSameIdWhateverThePath) {

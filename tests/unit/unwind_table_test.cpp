@@ -49,6 +49,7 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 using ::testing::HasSubstr;
+using ::testing::AnyOf;
 
 // ---------------------------------------------------------------------------
 // Environment
@@ -978,9 +979,13 @@ TEST(UnwindTableCrafted, InvalidPointerEncodingsAreRejectedByName) {
     const size_t cie = cfi.cie(spec);
     cfi.fde(cie, [](uint64_t) { return le(0, 8); }, {});
     auto parsed = parse_cfi(cfi.view());
-    ASSERT_FALSE(parsed.ok()) << name;
-    EXPECT_THAT(parsed.error().message, HasSubstr(name));
-    EXPECT_THAT(parsed.error().message, HasSubstr("crafted: .eh_frame+0x"));
+    ASSERT_TRUE(parsed.ok()) << name;
+    // The FDE is lost, not the section.
+    EXPECT_EQ(parsed->fdes.size(), 0u) << name;
+    EXPECT_EQ(parsed->malformed_fdes, 1u) << name;
+    ASSERT_TRUE(parsed->first_malformed.has_value()) << name;
+    EXPECT_THAT(parsed->first_malformed->message, HasSubstr(name));
+    EXPECT_THAT(parsed->first_malformed->message, HasSubstr("crafted: .eh_frame+0x"));
   }
   // datarel works where the caller supplies the base.
   CfiBuilder cfi(CfiFormat::kEhFrame, kEhFrameVaddr);
@@ -1045,13 +1050,24 @@ TEST(UnwindTableCrafted, Augmentations) {
   EXPECT_EQ(table->rows, expected) << dump(table->rows);
 
   // An augmentation character nobody defined cannot be skipped safely.
+  // Its FDEs are skipped and counted; those of the other CIE are kept.
   CfiBuilder unknown(CfiFormat::kEhFrame, kEhFrameVaddr);
   CieSpec bad;
   bad.augmentation = "zRX";
-  unknown.cie(bad);
-  auto rejected = parse_cfi(unknown.view());
-  ASSERT_FALSE(rejected.ok());
-  EXPECT_THAT(rejected.error().message, HasSubstr("unknown character 'X'"));
+  const size_t bad_cie = unknown.cie(bad);
+  const size_t good_cie = unknown.cie({});
+  const size_t orphan = unknown.pcrel_fde(bad_cie, 0x1000, 0x10, {});
+  unknown.pcrel_fde(good_cie, 0x1010, 0x10, {});
+  auto skipped = parse_cfi(unknown.view());
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(skipped->cies.size(), 1u);
+  ASSERT_EQ(skipped->fdes.size(), 1u);
+  EXPECT_EQ(skipped->fdes[0].pc_begin, 0x1010u);
+  EXPECT_EQ(skipped->malformed_fdes, 1u);
+  ASSERT_TRUE(skipped->first_malformed.has_value());
+  EXPECT_EQ(skipped->first_malformed->offset, orphan);
+  EXPECT_THAT(skipped->first_malformed->message, HasSubstr("crafted: .eh_frame+" + fmt_hex(orphan)));
+  EXPECT_THAT(skipped->first_malformed->message, HasSubstr("unknown character 'X'"));
 }
 
 TEST(UnwindTableCrafted, Dwarf64LengthsAndForwardCiePointers) {
@@ -1143,18 +1159,37 @@ TEST(UnwindTableMalformed, TruncatedSection) {
   for (size_t cut = 1; cut < whole.size(); ++cut) {
     const std::span<const uint8_t> prefix(whole.data(), cut);
     auto parsed = parse_eh_frame(prefix, kEhFrameVaddr, "cut");
+    ASSERT_TRUE(parsed.ok()) << cut;
+    // The entries before the cut are all kept.
+    const size_t whole_fdes = cut >= frame.terminator ? 2 : cut >= frame.second_fde ? 1 : 0;
+    EXPECT_EQ(parsed->fdes.size(), whole_fdes) << "cut at " << cut;
+    EXPECT_EQ(parsed->malformed_fdes, 0u) << "cut at " << cut;
     if (cut == frame.first_fde || cut == frame.second_fde || cut == frame.terminator) {
-      EXPECT_TRUE(parsed.ok()) << cut;  // at an entry boundary the section is merely shorter
+      EXPECT_FALSE(parsed->cut_short.has_value()) << cut;  // at an entry boundary the section is merely shorter
       continue;
     }
-    ASSERT_FALSE(parsed.ok()) << "cut at " << cut;
-    EXPECT_THAT(parsed.error().message, HasSubstr("cut: .eh_frame+0x"));
+    ASSERT_TRUE(parsed->cut_short.has_value()) << "cut at " << cut;
+    EXPECT_THAT(parsed->cut_short->message, HasSubstr("cut: .eh_frame+0x"));
   }
-  // Cut inside the second FDE: the error names that FDE's offset.
-  auto parsed = parse_eh_frame(std::span<const uint8_t>(whole.data(), second_fde + 10), kEhFrameVaddr, "cut");
-  ASSERT_FALSE(parsed.ok());
-  EXPECT_THAT(parsed.error().message, HasSubstr(fmt_hex(second_fde)));
-  EXPECT_THAT(parsed.error().message, HasSubstr("runs past the end of the section"));
+  // Cut inside the second FDE: the message names that FDE's offset, and the
+  // first FDE still gives its rows.
+  const std::span<const uint8_t> inside_second(whole.data(), second_fde + 10);
+  auto parsed = parse_eh_frame(inside_second, kEhFrameVaddr, "cut");
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_TRUE(parsed->cut_short.has_value());
+  EXPECT_EQ(parsed->cut_short->offset, second_fde);
+  EXPECT_THAT(parsed->cut_short->message, HasSubstr(fmt_hex(second_fde)));
+  EXPECT_THAT(parsed->cut_short->message, HasSubstr("runs past the end of the section"));
+  CfiSectionView view = frame.cfi.view();
+  view.bytes = inside_second;
+  auto table = UnwindTableBuilder::build_from_sections(std::span<const CfiSectionView>(&view, 1));
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->stats.sections_cut_short, 1u);
+  EXPECT_EQ(table->stats.fdes_malformed, 0u);
+  EXPECT_THAT(table->first_problem, HasSubstr("runs past the end of the section"));
+  const std::vector<UnwindRow> expected = {rsp(0x1000, 8), rsp(0x1001, 16, RbpRule::kAtCfaOffset, -16),
+                                           end_marker(0x1020)};
+  EXPECT_EQ(table->rows, expected) << dump(table->rows);
 }
 
 TEST(UnwindTableMalformed, LengthRunningPastTheSection) {
@@ -1162,18 +1197,23 @@ TEST(UnwindTableMalformed, LengthRunningPastTheSection) {
   Bytes& bytes = frame.cfi.bytes();
   bytes[frame.first_fde] = 0xf0;  // the first FDE's length
   bytes[frame.first_fde + 1] = 0x10;
+  // Nothing after it can be found: the walk stops there.
   auto parsed = parse_cfi(frame.cfi.view());
-  ASSERT_FALSE(parsed.ok());
-  EXPECT_THAT(parsed.error().message,
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->fdes.size(), 0u);
+  ASSERT_TRUE(parsed->cut_short.has_value());
+  EXPECT_THAT(parsed->cut_short->message,
               HasSubstr("crafted: .eh_frame+" + fmt_hex(frame.first_fde) + ": entry length 0x10f0 runs past the end"));
-  // A 64-bit length escape with an absurd length.
+  // A 64-bit length escape with an absurd length after both FDEs: they stay.
   SmallEhFrame big = small_valid_eh_frame();
   Bytes& raw = big.cfi.bytes();
   const Bytes escape = cat({le(0xffffffff, 4), le(uint64_t{1} << 62, 8)});
   raw.insert(raw.end() - 4, escape.begin(), escape.end());
   auto parsed_big = parse_cfi(big.cfi.view());
-  ASSERT_FALSE(parsed_big.ok());
-  EXPECT_THAT(parsed_big.error().message, HasSubstr("runs past the end of the section"));
+  ASSERT_TRUE(parsed_big.ok());
+  EXPECT_EQ(parsed_big->fdes.size(), 2u);
+  ASSERT_TRUE(parsed_big->cut_short.has_value());
+  EXPECT_THAT(parsed_big->cut_short->message, HasSubstr("runs past the end of the section"));
 }
 
 TEST(UnwindTableMalformed, BadCiePointer) {
@@ -1184,16 +1224,24 @@ TEST(UnwindTableMalformed, BadCiePointer) {
   const size_t pointer_field = frame.first_fde + 4;
   const Bytes into_cie = le(pointer_field - 8, 4);
   std::copy(into_cie.begin(), into_cie.end(), bytes.begin() + static_cast<long>(pointer_field));
+  // That FDE is skipped; the second one is kept.
   auto parsed = parse_cfi(frame.cfi.view());
-  ASSERT_FALSE(parsed.ok());
-  EXPECT_THAT(parsed.error().message, HasSubstr("crafted: .eh_frame+" + fmt_hex(frame.first_fde) + ": bad CIE pointer"));
-  EXPECT_THAT(parsed.error().message, HasSubstr("0x8 is not the start of a CIE"));
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_EQ(parsed->fdes.size(), 1u);
+  EXPECT_EQ(parsed->fdes[0].offset, frame.second_fde);
+  EXPECT_EQ(parsed->malformed_fdes, 1u);
+  ASSERT_TRUE(parsed->first_malformed.has_value());
+  const std::string& message = parsed->first_malformed->message;
+  EXPECT_THAT(message, HasSubstr("crafted: .eh_frame+" + fmt_hex(frame.first_fde) + ": bad CIE pointer"));
+  EXPECT_THAT(message, HasSubstr("0x8 is not the start of a CIE"));
   // Pointing before the section start.
   const Bytes far_back = le(0x7fff0000, 4);
   std::copy(far_back.begin(), far_back.end(), bytes.begin() + static_cast<long>(pointer_field));
   auto before = parse_cfi(frame.cfi.view());
-  ASSERT_FALSE(before.ok());
-  EXPECT_THAT(before.error().message, HasSubstr("before the section start"));
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->fdes.size(), 1u);
+  ASSERT_TRUE(before->first_malformed.has_value());
+  EXPECT_THAT(before->first_malformed->message, HasSubstr("before the section start"));
   // .debug_frame: an offset past the end.
   CfiBuilder debug(CfiFormat::kDebugFrame, 0);
   CieSpec spec;
@@ -1202,9 +1250,12 @@ TEST(UnwindTableMalformed, BadCiePointer) {
   debug.cie(spec);
   debug.absolute_fde(0x1000, 0x10, 0x10, {});
   auto past = parse_cfi(debug.view());
-  ASSERT_FALSE(past.ok());
-  EXPECT_THAT(past.error().message, HasSubstr("crafted: .debug_frame+0x"));
-  EXPECT_THAT(past.error().message, HasSubstr("bad CIE pointer 0x1000"));
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->fdes.size(), 0u);
+  EXPECT_EQ(past->malformed_fdes, 1u);
+  ASSERT_TRUE(past->first_malformed.has_value());
+  EXPECT_THAT(past->first_malformed->message, HasSubstr("crafted: .debug_frame+0x"));
+  EXPECT_THAT(past->first_malformed->message, HasSubstr("bad CIE pointer 0x1000"));
 }
 
 TEST(UnwindTableMalformed, UnknownOpcodeNamesInstructionAndFde) {
@@ -1212,8 +1263,10 @@ TEST(UnwindTableMalformed, UnknownOpcodeNamesInstructionAndFde) {
   const size_t cie = cfi.cie({});
   const size_t fde = cfi.pcrel_fde(cie, 0x1000, 0x20, {op::advance_loc(1), 0x1e, op::kNop});
   auto table = build_crafted(cfi);
-  ASSERT_FALSE(table.ok());
-  const std::string& message = table.error().message;
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->stats.fdes_malformed, 1u);
+  EXPECT_TRUE(table->rows.empty()) << dump(table->rows);
+  const std::string& message = table->first_problem;
   EXPECT_THAT(message, HasSubstr("unknown call-frame instruction 0x1e"));
   EXPECT_THAT(message, HasSubstr("FDE at " + fmt_hex(fde) + " (pc 0x1000..0x1020)"));
   // length, CIE pointer, begin, range, augmentation length, advance_loc.
@@ -1243,10 +1296,11 @@ TEST(UnwindTableMalformed, RejectedInstructions) {
     const size_t cie = cfi.cie({});
     const size_t fde = cfi.pcrel_fde(cie, 0x1000, 0x20, c.program);
     auto table = build_crafted(cfi);
-    ASSERT_FALSE(table.ok()) << c.expected;
-    EXPECT_THAT(table.error().message, HasSubstr(c.expected));
-    EXPECT_THAT(table.error().message, HasSubstr("FDE at " + fmt_hex(fde) + " (pc 0x1000..0x1020)"));
-    EXPECT_THAT(table.error().message, HasSubstr("crafted: .eh_frame+0x"));
+    ASSERT_TRUE(table.ok()) << c.expected << ": " << table.error().message;
+    EXPECT_EQ(table->stats.fdes_malformed, 1u) << c.expected;
+    EXPECT_THAT(table->first_problem, HasSubstr(c.expected));
+    EXPECT_THAT(table->first_problem, HasSubstr("FDE at " + fmt_hex(fde) + " (pc 0x1000..0x1020)"));
+    EXPECT_THAT(table->first_problem, HasSubstr("crafted: .eh_frame+0x"));
   }
   // DW_CFA_set_loc back to 0x500, before the FDE's own start.
   {
@@ -1257,9 +1311,10 @@ TEST(UnwindTableMalformed, RejectedInstructions) {
     const Bytes back = le(0x500 - field_vaddr, 4);
     std::copy(back.begin(), back.end(), cfi.bytes().begin() + static_cast<long>(fde + 17 + 1));
     auto table = build_crafted(cfi);
-    ASSERT_FALSE(table.ok());
-    EXPECT_THAT(table.error().message, HasSubstr("DW_CFA_set_loc"));
-    EXPECT_THAT(table.error().message, HasSubstr("moves the location back from 0x1000 to 0x500"));
+    ASSERT_TRUE(table.ok()) << table.error().message;
+    EXPECT_EQ(table->stats.fdes_malformed, 1u);
+    EXPECT_THAT(table->first_problem, HasSubstr("DW_CFA_set_loc"));
+    EXPECT_THAT(table->first_problem, HasSubstr("moves the location back from 0x1000 to 0x500"));
   }
   // In a CIE: location instructions are meaningless there.
   CfiBuilder cfi(CfiFormat::kEhFrame, kEhFrameVaddr);
@@ -1268,8 +1323,137 @@ TEST(UnwindTableMalformed, RejectedInstructions) {
   const size_t cie = cfi.cie(spec);
   cfi.pcrel_fde(cie, 0x1000, 0x20, {});
   auto table = build_crafted(cfi);
-  ASSERT_FALSE(table.ok());
-  EXPECT_THAT(table.error().message, HasSubstr("DW_CFA_advance_loc in CIE at 0x0"));
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->stats.fdes_malformed, 1u);  // the FDE of that CIE
+  EXPECT_TRUE(table->rows.empty()) << dump(table->rows);
+  EXPECT_THAT(table->first_problem, HasSubstr("DW_CFA_advance_loc in CIE at 0x0"));
+}
+
+// Three good functions around broken FDEs: the good ones give exactly the
+// rows they give without the broken ones, and each broken FDE counts once.
+TEST(UnwindTableMalformed, ACorruptedFdeCostsOnlyThatFde) {
+  const Bytes first = {op::advance_loc(1), op::kDefCfaOffset, 16, op::offset(6), 2};
+  const Bytes second = {op::advance_loc(4), op::kDefCfaOffset, 32};
+  const Bytes third = {op::advance_loc(2), op::kDefCfaOffset, 24};
+  CfiBuilder reference(CfiFormat::kEhFrame, kEhFrameVaddr);
+  {
+    const size_t cie = reference.cie({});
+    reference.pcrel_fde(cie, 0x1000, 0x20, first);
+    reference.pcrel_fde(cie, 0x1100, 0x20, second);
+    reference.pcrel_fde(cie, 0x1200, 0x20, third);
+    reference.zero_terminator();
+  }
+  auto good = build_crafted(reference);
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  ASSERT_EQ(good->rows.size(), 9u) << dump(good->rows);
+
+  struct Case {
+    std::string name;
+    std::function<size_t(CfiBuilder&, size_t cie)> broken;  // appends the broken FDE, returns its offset
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"unknown opcode",
+       [](CfiBuilder& cfi, size_t cie) {
+         return cfi.pcrel_fde(cie, 0x1080, 0x20, {op::advance_loc(1), 0x1e});
+       },
+       "unknown call-frame instruction 0x1e"},
+      {"truncated program",
+       [](CfiBuilder& cfi, size_t cie) { return cfi.pcrel_fde(cie, 0x1080, 0x20, {op::kDefCfa, 7}); },
+       "operands run past the end"},
+      {"bad CIE pointer",
+       [](CfiBuilder& cfi, size_t) {
+         // Points 4 bytes into the CIE.
+         return cfi.fde(4, [](uint64_t) { return cat({le(0, 4), le(0x20, 4)}); }, {});
+       },
+       "is not the start of a CIE"},
+      {"augmentation data longer than the FDE",
+       [](CfiBuilder& cfi, size_t cie) {
+         // No augmentation data written: the first instruction byte is
+         // read as its length, 0x7f bytes, far more than the FDE holds.
+         return cfi.fde(cie, [](uint64_t field) { return cat({le(0x1080 - field, 4), le(0x20, 4)}); }, Bytes{0x7f},
+                        std::nullopt);
+       },
+       "augmentation data"},
+      {"over-long length swallowing the next entry",
+       [](CfiBuilder& cfi, size_t cie) {
+         // Its length also covers a dummy entry after it (0x1c, a length
+         // that decodes as DW_CFA_lo_user: not an x86-64 instruction).
+         const size_t at = cfi.pcrel_fde(cie, 0x1080, 0x20, {op::kNop});
+         cfi.raw(cat({le(0x1c, 4), Bytes(0x1c, op::kNop)}));
+         Bytes& bytes = cfi.bytes();
+         const uint32_t swallowing = static_cast<uint32_t>(bytes.size() - at - 4);
+         const Bytes length = le(swallowing, 4);
+         std::copy(length.begin(), length.end(), bytes.begin() + static_cast<long>(at));
+         return at;
+       },
+       "DW_CFA_<unknown 0x1c>"},
+  };
+  for (const Case& c : cases) {
+    CfiBuilder cfi(CfiFormat::kEhFrame, kEhFrameVaddr);
+    const size_t cie = cfi.cie({});
+    cfi.pcrel_fde(cie, 0x1000, 0x20, first);
+    const size_t broken = c.broken(cfi, cie);
+    cfi.pcrel_fde(cie, 0x1100, 0x20, second);
+    cfi.pcrel_fde(cie, 0x1200, 0x20, third);
+    cfi.zero_terminator();
+    auto table = build_crafted(cfi);
+    ASSERT_TRUE(table.ok()) << c.name << ": " << table.error().message;
+    EXPECT_EQ(table->rows, good->rows) << c.name << "\n" << dump(table->rows);
+    EXPECT_EQ(table->stats.fdes_malformed, 1u) << c.name;
+    EXPECT_EQ(table->stats.fdes, 4u) << c.name;
+    // Named by its own offset, or (for instructions) by the instruction's
+    // and "FDE at" its own.
+    EXPECT_THAT(table->first_problem, HasSubstr("crafted: .eh_frame+0x")) << c.name;
+    EXPECT_THAT(table->first_problem, AnyOf(HasSubstr("crafted: .eh_frame+" + fmt_hex(broken) + ":"),
+                                            HasSubstr("FDE at " + fmt_hex(broken) + " ")))
+        << c.name;
+    EXPECT_THAT(table->first_problem, HasSubstr(c.reason)) << c.name;
+  }
+}
+
+// A broken FDE that overlaps a good one must not take its addresses with
+// it: the good FDE's rows come back where the broken one would have won.
+TEST(UnwindTableMalformed, ABrokenFdeDoesNotShadowTheFdeItOverlaps) {
+  CfiBuilder cfi(CfiFormat::kEhFrame, kEhFrameVaddr);
+  const size_t cie = cfi.cie({});
+  // Starts first, so it would win the overlap, but its program is broken.
+  cfi.pcrel_fde(cie, 0x1000, 0x40, {op::advance_loc(1), op::kGnuWindowSave});
+  cfi.pcrel_fde(cie, 0x1010, 0x20, {op::advance_loc(4), op::kDefCfaOffset, 32});
+  cfi.zero_terminator();
+  auto table = build_crafted(cfi);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const std::vector<UnwindRow> expected = {rsp(0x1010, 8), rsp(0x1014, 32), end_marker(0x1030)};
+  EXPECT_EQ(table->rows, expected) << dump(table->rows);
+  EXPECT_EQ(table->stats.fdes_malformed, 1u);
+  EXPECT_EQ(table->stats.fdes_covered, 0u);
+  EXPECT_THAT(table->first_problem, HasSubstr("DW_CFA_GNU_window_save"));
+}
+
+// The builder sizes its row vector from fde_row_bound once: it must never
+// be below what an FDE's program produces.
+TEST(UnwindTableOracle, RowBoundCoversEveryFdeOfLibc) {
+  auto cfi = read_elf_cfi("/lib/x86_64-linux-gnu/libc.so.6", CfiReadOptions{"/nonexistent", false});
+  ASSERT_TRUE(cfi.ok()) << cfi.error().message;
+  ASSERT_FALSE(cfi->sections.empty());
+  auto parsed = parse_cfi(cfi->sections[0].view());
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_GT(parsed->fdes.size(), 1000u);
+  CfaProgramRunner runner;
+  std::vector<CfaRow> rows;
+  size_t bound_total = 0;
+  size_t rows_total = 0;
+  for (const Fde& fde : parsed->fdes) {
+    auto cie_state = runner.run_cie(*parsed, parsed->cies[fde.cie_index]);
+    ASSERT_TRUE(cie_state.ok()) << cie_state.error().message;
+    ASSERT_TRUE(runner.run_fde(*parsed, fde, *cie_state, rows).ok());
+    const size_t bound = fde_row_bound(fde.instructions);
+    ASSERT_GE(bound, rows.size()) << "FDE at " << fmt_hex(fde.offset);
+    bound_total += bound;
+    rows_total += rows.size();
+  }
+  // An over-estimate, but not a wild one (about 15% on libc).
+  EXPECT_LE(bound_total, rows_total * 3 / 2);
 }
 
 TEST(UnwindTableMalformed, RandomMutationsOfARealEhFrame) {
@@ -1283,6 +1467,7 @@ TEST(UnwindTableMalformed, RandomMutationsOfARealEhFrame) {
   std::mt19937_64 random(0x5eed);
   size_t accepted = 0;
   size_t rejected = 0;
+  size_t damaged = 0;  // built with FDEs skipped or the section cut short
   for (int i = 0; i < iterations; ++i) {
     Bytes mutated = original;
     switch (random() % 4) {
@@ -1316,10 +1501,17 @@ TEST(UnwindTableMalformed, RandomMutationsOfARealEhFrame) {
     }
     ++accepted;
     for (size_t r = 1; r < table->rows.size(); ++r) ASSERT_LT(table->rows[r - 1].pc, table->rows[r].pc);
+    if (!table->rows.empty()) ASSERT_EQ(table->rows.back().cfa, CfaRule::kEndOfFunction);
+    const bool problems = table->stats.fdes_malformed > 0 || table->stats.sections_cut_short > 0;
+    EXPECT_EQ(problems, !table->first_problem.empty());
+    if (problems) {
+      ++damaged;
+      EXPECT_THAT(table->first_problem, HasSubstr(".eh_frame+0x"));
+    }
   }
-  std::cout << "[ mutation ] " << iterations << " mutated copies of libc's .eh_frame: " << accepted << " built, "
-            << rejected << " rejected with an error\n";
-  EXPECT_GT(rejected, 0u);
+  std::cout << "[ mutation ] " << iterations << " mutated copies of libc's .eh_frame: " << accepted << " built ("
+            << damaged << " with FDEs skipped or cut short), " << rejected << " rejected with an error\n";
+  EXPECT_GT(damaged, 0u);
 }
 
 // ---------------------------------------------------------------------------

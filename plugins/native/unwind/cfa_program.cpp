@@ -1,6 +1,7 @@
 #include "unwind/cfa_program.h"
 
 #include <array>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -366,6 +367,36 @@ std::string_view cfa_opcode_name(uint8_t opcode) {
     return names;
   }();
   return opcode < unknown_names.size() ? std::string_view(unknown_names[opcode]) : std::string_view("DW_CFA_<unknown>");
+}
+
+size_t fde_row_bound(std::span<const uint8_t> instructions) {
+  // Every instruction that moves the location is one byte of
+  // DW_CFA_set_loc .. DW_CFA_advance_loc4 (0x01..0x04) or DW_CFA_advance_loc
+  // (0x40..0x7f). Counting every such byte, operands included, over-counts
+  // (by about 30% on libc, libpython, libLLVM) but needs no decoding:
+  // decoding the instructions a second time cost a tenth of the build.
+  // Eight bytes at a time: the top bit of each byte of `hits` says whether
+  // that byte is one of them.
+  constexpr uint64_t kHigh = 0x8080808080808080;
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  const uint8_t* p = instructions.data();
+  const uint8_t* const end = p + instructions.size();
+  size_t rows = 1;
+  for (; end - p >= 8; p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, sizeof(word));
+    const uint64_t advance_loc = ~word & (word << 1) & kHigh;  // bit 7 clear, bit 6 set
+    // (byte | 0x80) - n never borrows from the next byte; its top bit says
+    // whether the low seven bits are >= n.
+    const uint64_t at_least_1 = (word | kHigh) - kOnes;
+    const uint64_t at_least_5 = (word | kHigh) - 5 * kOnes;
+    const uint64_t one_to_four = ~word & at_least_1 & ~at_least_5 & kHigh;
+    rows += static_cast<size_t>(__builtin_popcountll(advance_loc | one_to_four));
+  }
+  for (; p < end; ++p) {
+    rows += static_cast<size_t>((*p & 0xc0) == 0x40) + static_cast<size_t>(static_cast<uint8_t>(*p - 1) < 4);
+  }
+  return rows;
 }
 
 Result<FrameState> CfaProgramRunner::run_cie(const ParsedCfi& cfi, const Cie& cie) {

@@ -72,6 +72,13 @@ struct CfaRow {
 // define.
 std::string_view cfa_opcode_name(uint8_t opcode);
 
+// At most how many rows run_fde produces for an FDE with these
+// instructions: one, plus one per byte that could be a location-changing
+// instruction. A quick over-estimate (so the table builder can size its row
+// vector once), not a decoder: bytes it cannot make sense of are run_fde's
+// to report.
+size_t fde_row_bound(std::span<const uint8_t> instructions);
+
 // Holds the scratch space (the DW_CFA_remember_state stack) reused across
 // FDEs, so running a program allocates nothing once it has warmed up.
 class CfaProgramRunner {

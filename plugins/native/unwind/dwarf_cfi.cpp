@@ -216,89 +216,206 @@ bool skip_encoded_value(CfiReader& reader, uint8_t encoding, uint8_t address_siz
   return read_encoded_format(reader, encoding, address_size, ignored) && reader.ok();
 }
 
-// A FDE whose CIE is resolved after the first pass (it may follow the FDE).
-struct PendingFde {
-  uint64_t offset;      // of the length field
-  uint64_t cie_offset;  // section offset the CIE pointer designates
-  const uint8_t* body;  // just after the CIE pointer
-  const uint8_t* end;   // end of the entry
+// The header of one entry: its length (and the 64-bit escape) and its CIE id
+// or CIE pointer.
+struct EntryHeader {
+  uint64_t offset = 0;     // of the length field
+  uint64_t id_offset = 0;  // of the CIE id / CIE pointer
+  uint64_t end = 0;        // one past the entry
+  uint64_t id = 0;
+  bool dwarf64 = false;
 };
 
-class SectionParser {
- public:
-  explicit SectionParser(ParsedCfi& out) : out_(out) {}
+enum class EntryKind {
+  kEntry,       // a CIE or an FDE
+  kTerminator,  // a zero length
+  kTooShort,    // inside the section, but too short for its CIE id: skipped
+  kStop,        // the length cannot be trusted: nothing after it can be found
+};
 
-  Result<void> parse(bool ends_at_terminator) {
-    const uint8_t* const base = out_.bytes.data();
-    const uint64_t size = out_.bytes.size();
-    const bool eh = out_.format == CfiFormat::kEhFrame;
-    // A typical FDE is 20-60 bytes: reserving for 24 avoids regrowth.
-    pending_.reserve(size / 24 + 1);
-    uint64_t pos = 0;
-    while (pos < size) {
-      const uint64_t entry_offset = pos;
-      CfiReader reader(base + pos, base + size);
-      uint64_t length = reader.u32();
-      if (!reader.ok()) {
-        return make_error(fmt::format("{}: truncated entry: {} bytes left, a length field needs 4",
-                                      out_.where(entry_offset), size - entry_offset));
-      }
-      if (length == 0) {  // zero terminator (or padding between objects)
-        ++out_.zero_terminators;
-        pos += 4;
-        if (ends_at_terminator) break;
-        continue;
-      }
-      bool dwarf64 = false;
-      uint64_t header_size = 4;
-      if (length == 0xffffffff) {
-        length = reader.u64();
-        if (!reader.ok()) {
-          return make_error(fmt::format("{}: truncated 64-bit entry length", out_.where(entry_offset)));
-        }
-        dwarf64 = true;
-        header_size = 12;
-      } else if (length >= 0xfffffff0) {
-        return make_error(fmt::format("{}: entry length {:#x} is a reserved value", out_.where(entry_offset), length));
-      }
-      const uint64_t available = size - entry_offset - header_size;
-      if (length > available) {
-        return make_error(fmt::format("{}: entry length {:#x} runs past the end of the section ({:#x} bytes left)",
-                                      out_.where(entry_offset), length, available));
-      }
-      const uint64_t entry_end = entry_offset + header_size + length;
-      const unsigned id_size = dwarf64 ? 8 : 4;
-      if (length < id_size) {
-        return make_error(fmt::format("{}: entry length {:#x} leaves no room for its CIE id",
-                                      out_.where(entry_offset), length));
-      }
-      const uint64_t id_offset = entry_offset + header_size;
-      reader = CfiReader(base + id_offset, base + entry_end);
-      const uint64_t id = reader.fixed(id_size);
-      const bool is_cie = eh ? id == 0 : id == (dwarf64 ? ~uint64_t{0} : uint64_t{0xffffffff});
-      if (is_cie) {
-        if (auto cie = parse_cie(reader, entry_offset, dwarf64); !cie) return cie.error();
-      } else {
-        uint64_t cie_offset = id;
-        if (eh) {
-          // .eh_frame: the distance back from the CIE pointer field itself.
-          if (id > id_offset) {
-            return make_error(fmt::format("{}: bad CIE pointer {:#x}: it points {:#x} bytes before the section start",
-                                          out_.where(entry_offset), id, id - id_offset));
-          }
-          cie_offset = id_offset - id;
-        } else if (id >= size) {
-          return make_error(fmt::format("{}: bad CIE pointer {:#x}: past the end of the section ({:#x} bytes)",
-                                        out_.where(entry_offset), id, size));
-        }
-        pending_.push_back(PendingFde{entry_offset, cie_offset, reader.position(), base + entry_end});
-      }
-      pos = entry_end;
-    }
-    return resolve_fdes();
+}  // namespace
+
+class CfiSectionWalker::Impl {
+ public:
+  explicit Impl(const CfiSectionView& section) : ends_at_terminator_(section.ends_at_terminator) {
+    out_.format = section.format;
+    out_.bytes = section.bytes;
+    out_.vaddr = section.vaddr;
+    out_.file_offset = section.file_offset;
+    out_.data_base = section.data_base;
+    out_.file = std::string(section.file);
+    out_.name = std::string(section.name.empty() ? default_section_name(section.format) : section.name);
   }
 
+  void read_cies() {
+    const uint64_t size = out_.bytes.size();
+    uint64_t pos = 0;
+    walk_end_ = size;
+    while (pos < size) {
+      EntryHeader entry;
+      std::string problem;
+      switch (read_entry(pos, entry, problem)) {
+        case EntryKind::kStop:
+          out_.cut_short = CfiProblem{pos, std::move(problem)};
+          walk_end_ = pos;
+          return;
+        case EntryKind::kTerminator:
+          ++out_.zero_terminators;
+          pos = entry.end;
+          if (ends_at_terminator_) {
+            walk_end_ = pos;
+            return;
+          }
+          continue;
+        case EntryKind::kTooShort:
+          ++fde_entries_;  // what it was cannot be known; it costs at most one FDE
+          pos = entry.end;
+          continue;
+        case EntryKind::kEntry:
+          break;
+      }
+      if (is_cie(entry)) {
+        CfiReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
+        if (auto cie = parse_cie(reader, entry.offset, entry.dwarf64); !cie) {
+          bad_cies_.emplace(entry.offset, std::move(cie.error().message));
+        }
+      } else {
+        ++fde_entries_;
+      }
+      pos = entry.end;
+    }
+  }
+
+  size_t fde_entries() const { return fde_entries_; }
+
+  bool next_fde(Fde& fde) {
+    while (cursor_ < walk_end_) {
+      const uint64_t pos = cursor_;
+      EntryHeader entry;
+      std::string problem;
+      const EntryKind kind = read_entry(pos, entry, problem);  // never kStop before walk_end_
+      cursor_ = entry.end > pos ? entry.end : walk_end_;
+      if (kind == EntryKind::kTooShort) {
+        malformed(pos, std::move(problem));
+        continue;
+      }
+      if (kind != EntryKind::kEntry || is_cie(entry)) continue;
+      if (decode_fde(entry, fde, &problem)) return true;
+      malformed(pos, std::move(problem));
+    }
+    return false;
+  }
+
+  void rewind() {
+    cursor_ = 0;
+    out_.malformed_fdes = 0;
+    out_.first_malformed.reset();
+  }
+
+  Fde fde_at(uint64_t offset) const {
+    EntryHeader entry;
+    std::string problem;
+    Fde fde;
+    if (read_entry(offset, entry, problem) == EntryKind::kEntry) decode_fde(entry, fde, &problem);
+    return fde;
+  }
+
+  const ParsedCfi& cfi() const { return out_; }
+
  private:
+  static unsigned id_size(const EntryHeader& entry) { return entry.dwarf64 ? 8 : 4; }
+
+  bool is_cie(const EntryHeader& entry) const {
+    if (out_.format == CfiFormat::kEhFrame) return entry.id == 0;
+    return entry.id == (entry.dwarf64 ? ~uint64_t{0} : uint64_t{0xffffffff});
+  }
+
+  void malformed(uint64_t offset, std::string message) {
+    ++out_.malformed_fdes;
+    if (!out_.first_malformed) out_.first_malformed = CfiProblem{offset, std::move(message)};
+  }
+
+  EntryKind read_entry(uint64_t pos, EntryHeader& entry, std::string& problem) const {
+    const uint8_t* const base = out_.bytes.data();
+    const uint64_t size = out_.bytes.size();
+    entry.offset = pos;
+    CfiReader reader(base + pos, base + size);
+    uint64_t length = reader.u32();
+    if (!reader.ok()) {
+      problem = fmt::format("{}: truncated entry: {} bytes left, a length field needs 4", out_.where(pos), size - pos);
+      return EntryKind::kStop;
+    }
+    if (length == 0) {  // zero terminator (or padding between objects)
+      entry.end = pos + 4;
+      return EntryKind::kTerminator;
+    }
+    uint64_t header_size = 4;
+    if (length == 0xffffffff) {
+      length = reader.u64();
+      if (!reader.ok()) {
+        problem = fmt::format("{}: truncated 64-bit entry length", out_.where(pos));
+        return EntryKind::kStop;
+      }
+      entry.dwarf64 = true;
+      header_size = 12;
+    } else if (length >= 0xfffffff0) {
+      problem = fmt::format("{}: entry length {:#x} is a reserved value", out_.where(pos), length);
+      return EntryKind::kStop;
+    }
+    const uint64_t available = size - pos - header_size;
+    if (length > available) {
+      problem = fmt::format("{}: entry length {:#x} runs past the end of the section ({:#x} bytes left)",
+                            out_.where(pos), length, available);
+      return EntryKind::kStop;
+    }
+    entry.end = pos + header_size + length;
+    entry.id_offset = pos + header_size;
+    if (length < id_size(entry)) {
+      problem = fmt::format("{}: entry length {:#x} leaves no room for its CIE id", out_.where(pos), length);
+      return EntryKind::kTooShort;
+    }
+    CfiReader id_reader(base + entry.id_offset, base + entry.end);
+    entry.id = id_reader.fixed(id_size(entry));
+    return EntryKind::kEntry;
+  }
+
+  // The FDE of `entry` (which is not a CIE), or false with the reason.
+  bool decode_fde(const EntryHeader& entry, Fde& fde, std::string* problem) const {
+    uint64_t cie_offset = entry.id;
+    if (out_.format == CfiFormat::kEhFrame) {
+      // .eh_frame: the distance back from the CIE pointer field itself.
+      if (entry.id > entry.id_offset) {
+        *problem = fmt::format("{}: bad CIE pointer {:#x}: it points {:#x} bytes before the section start",
+                               out_.where(entry.offset), entry.id, entry.id - entry.id_offset);
+        return false;
+      }
+      cie_offset = entry.id_offset - entry.id;
+    } else if (entry.id >= out_.bytes.size()) {
+      *problem = fmt::format("{}: bad CIE pointer {:#x}: past the end of the section ({:#x} bytes)",
+                             out_.where(entry.offset), entry.id, out_.bytes.size());
+      return false;
+    }
+    if (cie_offset != cached_cie_offset_) {
+      auto found = cie_index_by_offset_.find(cie_offset);
+      if (found == cie_index_by_offset_.end()) {
+        auto bad = bad_cies_.find(cie_offset);
+        *problem = bad != bad_cies_.end()
+                       ? fmt::format("{}: FDE of a malformed CIE: {}", out_.where(entry.offset), bad->second)
+                       : fmt::format("{}: bad CIE pointer: section offset {:#x} is not the start of a CIE",
+                                     out_.where(entry.offset), cie_offset);
+        return false;
+      }
+      cached_cie_offset_ = cie_offset;
+      cached_cie_index_ = found->second;
+    }
+    auto decoded = parse_fde(entry, cached_cie_index_, fde);
+    if (!decoded) {
+      *problem = std::move(decoded.error().message);
+      return false;
+    }
+    return true;
+  }
+
   Result<void> parse_cie(CfiReader& reader, uint64_t entry_offset, bool dwarf64) {
     const bool eh = out_.format == CfiFormat::kEhFrame;
     Cie cie;
@@ -410,46 +527,34 @@ class SectionParser {
     return ok();
   }
 
-  Result<void> resolve_fdes() {
-    out_.fdes.reserve(pending_.size());
-    uint64_t cached_offset = ~uint64_t{0};
-    uint32_t cached_index = 0;
-    for (const PendingFde& pending : pending_) {
-      if (pending.cie_offset != cached_offset) {
-        auto found = cie_index_by_offset_.find(pending.cie_offset);
-        if (found == cie_index_by_offset_.end()) {
-          return make_error(fmt::format("{}: bad CIE pointer: section offset {:#x} is not the start of a CIE",
-                                        out_.where(pending.offset), pending.cie_offset));
-        }
-        cached_offset = pending.cie_offset;
-        cached_index = found->second;
-      }
-      if (auto fde = parse_fde(pending, cached_index); !fde) return fde.error();
-    }
-    return ok();
-  }
-
-  Result<void> parse_fde(const PendingFde& pending, uint32_t cie_index) {
+  Result<void> parse_fde(const EntryHeader& entry, uint32_t cie_index, Fde& fde) const {
     const Cie& cie = out_.cies[cie_index];
-    CfiReader reader(pending.body, pending.end);
-    Fde fde;
-    fde.offset = pending.offset;
+    CfiReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
+    fde = Fde{};
+    fde.offset = entry.offset;
     fde.cie_index = cie_index;
     uint64_t range = 0;
-    if (out_.format == CfiFormat::kEhFrame) {
+    if (out_.format == CfiFormat::kEhFrame && cie.fde_pointer_encoding == (pe::kPcrel | pe::kSdata4) &&
+        reader.remaining() >= 8) {
+      // What every x86-64 toolchain emits; FDEs are decoded twice per build,
+      // so this path skips the general decoder (and its Result).
+      const uint64_t field_vaddr = out_.vaddr + out_.offset_of(reader.position());
+      fde.pc_begin = field_vaddr + static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(reader.u32())));
+      range = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(reader.u32())));
+    } else if (out_.format == CfiFormat::kEhFrame) {
       const uint64_t field_vaddr = out_.vaddr + out_.offset_of(reader.position());
       auto begin = read_encoded_pointer(reader, cie.fde_pointer_encoding, field_vaddr, out_.data_base, cie.address_size);
-      if (!begin) return make_error(fmt::format("{}: FDE initial location: {}", out_.where(pending.offset), begin.error().message));
+      if (!begin) return make_error(fmt::format("{}: FDE initial location: {}", out_.where(entry.offset), begin.error().message));
       // The range uses the format of the encoding only: it is a length.
       auto length = read_encoded_pointer(reader, cie.fde_pointer_encoding & 0x0f, 0, std::nullopt, cie.address_size);
-      if (!length) return make_error(fmt::format("{}: FDE address range: {}", out_.where(pending.offset), length.error().message));
+      if (!length) return make_error(fmt::format("{}: FDE address range: {}", out_.where(entry.offset), length.error().message));
       fde.pc_begin = *begin;
       range = *length;
     } else {
       fde.pc_begin = reader.fixed(cie.address_size);
       range = reader.fixed(cie.address_size);
       if (!reader.ok()) {
-        return make_error(fmt::format("{}: FDE truncated in its address range", out_.where(pending.offset)));
+        return make_error(fmt::format("{}: FDE truncated in its address range", out_.where(entry.offset)));
       }
     }
     if (cie.has_augmentation_data) {
@@ -457,34 +562,47 @@ class SectionParser {
       reader.skip(length);  // the LSDA pointer: for the C++ runtime only
       if (!reader.ok()) {
         return make_error(fmt::format("{}: FDE augmentation data ({} bytes) runs past the end of the FDE",
-                                      out_.where(pending.offset), length));
+                                      out_.where(entry.offset), length));
       }
     }
     fde.range_overflows = range > std::numeric_limits<uint64_t>::max() - fde.pc_begin;
     fde.pc_end = fde.range_overflows ? std::numeric_limits<uint64_t>::max() : fde.pc_begin + range;
     fde.instructions = std::span<const uint8_t>(reader.position(), reader.end());
-    out_.fdes.push_back(fde);
     return ok();
   }
 
-  ParsedCfi& out_;
-  std::vector<PendingFde> pending_;
+  ParsedCfi out_;
+  bool ends_at_terminator_ = false;
+  uint64_t walk_end_ = 0;  // where next_fde stops: the section end, a terminator, or a cut
+  uint64_t cursor_ = 0;
+  size_t fde_entries_ = 0;
   std::unordered_map<uint64_t, uint32_t> cie_index_by_offset_;
+  std::unordered_map<uint64_t, std::string> bad_cies_;  // offset -> why
+  // FDEs of one CIE mostly follow each other: one map lookup per run.
+  mutable uint64_t cached_cie_offset_ = ~uint64_t{0};
+  mutable uint32_t cached_cie_index_ = 0;
 };
 
-}  // namespace
+CfiSectionWalker::CfiSectionWalker(const CfiSectionView& section) : impl_(std::make_unique<Impl>(section)) {}
+CfiSectionWalker::CfiSectionWalker(CfiSectionWalker&&) noexcept = default;
+CfiSectionWalker& CfiSectionWalker::operator=(CfiSectionWalker&&) noexcept = default;
+CfiSectionWalker::~CfiSectionWalker() = default;
+void CfiSectionWalker::read_cies() { impl_->read_cies(); }
+size_t CfiSectionWalker::fde_entries() const { return impl_->fde_entries(); }
+bool CfiSectionWalker::next_fde(Fde& fde) { return impl_->next_fde(fde); }
+void CfiSectionWalker::rewind() { impl_->rewind(); }
+Fde CfiSectionWalker::fde_at(uint64_t offset) const { return impl_->fde_at(offset); }
+const ParsedCfi& CfiSectionWalker::cfi() const { return impl_->cfi(); }
 
 Result<ParsedCfi> parse_cfi(const CfiSectionView& section) {
-  ParsedCfi out;
-  out.format = section.format;
-  out.bytes = section.bytes;
-  out.vaddr = section.vaddr;
-  out.file_offset = section.file_offset;
-  out.data_base = section.data_base;
-  out.file = std::string(section.file);
-  out.name = std::string(section.name.empty() ? default_section_name(section.format) : section.name);
-  SectionParser parser(out);
-  if (auto parsed = parser.parse(section.ends_at_terminator); !parsed) return parsed.error();
+  CfiSectionWalker walker(section);
+  walker.read_cies();
+  std::vector<Fde> fdes;
+  fdes.reserve(walker.fde_entries());
+  Fde fde;
+  while (walker.next_fde(fde)) fdes.push_back(fde);
+  ParsedCfi out = walker.cfi();  // the section and its CIEs: small
+  out.fdes = std::move(fdes);
   return out;
 }
 

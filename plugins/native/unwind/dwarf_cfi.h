@@ -5,10 +5,16 @@
 //
 // The parser works on bytes in memory (`parse_eh_frame`, `parse_debug_frame`)
 // so tests can feed crafted sections; `read_elf_cfi` finds and loads those
-// sections from an ELF file. Everything is bounds-checked: a truncated or
-// malformed section is an error naming the file, the section and the byte
-// offset, never a crash and never a silent cut. Instructions are not run
-// here: see cfa_program.h.
+// sections from an ELF file. Everything is bounds-checked, never a crash and
+// never a silent cut: a malformed FDE or CIE costs that FDE (or the FDEs of
+// that CIE), counted, with a message naming the file, the section and the
+// byte offset; an entry whose length makes the rest of the section
+// unreadable ends the walk there, keeping the FDEs before it, also with a
+// message. Instructions are not run here: see cfa_program.h.
+//
+// `CfiSectionWalker` reads a section's FDEs one at a time without keeping
+// them (the table builder's path: an FDE costs nothing once its range is
+// noted); `parse_cfi` collects them all (tests, small sections).
 #pragma once
 
 #include <cstdint>
@@ -173,8 +179,15 @@ struct Fde {
   std::span<const uint8_t> instructions;  // points into the section
 };
 
+// An entry of a section that could not be used, and why.
+struct CfiProblem {
+  uint64_t offset = 0;  // of the entry's length field in the section
+  std::string message;  // "file: .eh_frame+0x1a4 (file offset 0x1a90e4): ...": where and why
+};
+
 // The CIEs and FDEs of one section, in section order. Spans point into the
 // section bytes of the view it was parsed from, which must outlive this.
+// (CfiSectionWalker fills the CIEs only: its FDEs are handed out one by one.)
 struct ParsedCfi {
   CfiFormat format = CfiFormat::kEhFrame;
   std::span<const uint8_t> bytes;
@@ -186,6 +199,15 @@ struct ParsedCfi {
   std::vector<Cie> cies;
   std::vector<Fde> fdes;
   size_t zero_terminators = 0;
+  // FDEs skipped because they or their CIE are malformed (bad CIE pointer,
+  // encoding, augmentation, length too short for its fields...), and the
+  // first of them.
+  size_t malformed_fdes = 0;
+  std::optional<CfiProblem> first_malformed;
+  // The walk ended before the section did: an entry length ran past the end
+  // of the section (or was a reserved value), so nothing after it can be
+  // found. The FDEs before it are kept.
+  std::optional<CfiProblem> cut_short;
 
   // Offset of `p` (which points into the section) from the section start.
   uint64_t offset_of(const uint8_t* p) const { return static_cast<uint64_t>(p - bytes.data()); }
@@ -193,6 +215,40 @@ struct ParsedCfi {
   std::string where(uint64_t section_offset) const;
 };
 
+// Reads one section's entries in two passes over its bytes: `read_cies`
+// parses every CIE (and counts the FDEs), then `next_fde` decodes the FDEs
+// in section order, one at a time, skipping and counting malformed ones.
+// Nothing per FDE is kept, so memory does not grow with the section.
+class CfiSectionWalker {
+ public:
+  explicit CfiSectionWalker(const CfiSectionView& section);
+  CfiSectionWalker(CfiSectionWalker&&) noexcept;
+  CfiSectionWalker& operator=(CfiSectionWalker&&) noexcept;
+  ~CfiSectionWalker();
+
+  // First pass. Call once, before next_fde.
+  void read_cies();
+  // FDE entries found by read_cies (malformed ones included).
+  size_t fde_entries() const;
+  // The next well-formed FDE, false at the end of the walk.
+  bool next_fde(Fde& fde);
+  // Starts next_fde over from the first entry (counts of malformed FDEs
+  // start over too).
+  void rewind();
+  // Decodes again the FDE at `offset`, which next_fde returned before.
+  Fde fde_at(uint64_t offset) const;
+
+  // The section, its CIEs and its problems; `fdes` stays empty.
+  const ParsedCfi& cfi() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Every CIE and FDE of a section. Never fails on malformed entries (see
+// ParsedCfi::malformed_fdes and cut_short); the Result is for the API's
+// sake.
 Result<ParsedCfi> parse_cfi(const CfiSectionView& section);
 
 // Convenience entry points for bytes in memory (tests, fuzzing).

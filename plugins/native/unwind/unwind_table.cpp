@@ -94,12 +94,14 @@ bool in_code(const Fde& fde, std::span<const CodeRange> code_ranges) {
 
 // Part of an FDE's range that contributes rows: FDEs are cut where a section
 // of higher priority, or an FDE of the same section starting earlier,
-// already describes the addresses.
+// already describes the addresses. The FDE is found again by its offset
+// (sections are at most 1 GiB: kMaxSectionSize in dwarf_cfi.cpp), so
+// nothing else of it is kept between the passes.
 struct Piece {
   uint64_t begin;
   uint64_t end;
   uint32_t section;
-  uint32_t fde;
+  uint32_t fde_offset;
 };
 
 struct Range {
@@ -107,24 +109,24 @@ struct Range {
   uint64_t end;
 };
 
-// Appends to `pieces` the parts of [begin, end) that `covered` (sorted,
-// disjoint) does not hold. Returns how many were appended.
-size_t append_uncovered(uint64_t begin, uint64_t end, const std::vector<Range>& covered, uint32_t section,
-                        uint32_t fde, std::vector<Piece>& pieces) {
+// Calls add(begin, end) for each part of [begin, end) that `covered`
+// (sorted, disjoint) does not hold. Returns how many there were.
+template <typename Add>
+size_t for_each_uncovered(uint64_t begin, uint64_t end, const std::vector<Range>& covered, Add&& add) {
   size_t added = 0;
   auto it = std::upper_bound(covered.begin(), covered.end(), begin,
                              [](uint64_t pc, const Range& range) { return pc < range.end; });
   uint64_t cursor = begin;
   for (; it != covered.end() && it->begin < end; ++it) {
     if (it->begin > cursor) {
-      pieces.push_back(Piece{cursor, it->begin, section, fde});
+      add(cursor, it->begin);
       ++added;
     }
     cursor = std::max(cursor, it->end);
     if (cursor >= end) break;
   }
   if (cursor < end) {
-    pieces.push_back(Piece{cursor, end, section, fde});
+    add(cursor, end);
     ++added;
   }
   return added;
@@ -148,11 +150,31 @@ std::vector<Range> merge_ranges(const std::vector<Range>& a, const std::vector<R
   return merged;
 }
 
+// One section: its walker (the CIEs; FDEs are read again when needed) and
+// the state each CIE's initial instructions set up.
 struct SectionState {
-  ParsedCfi cfi;
+  explicit SectionState(const CfiSectionView& view) : walker(view) {}
+  CfiSectionWalker walker;
   std::vector<FrameState> cie_states;
-  std::vector<uint8_t> cie_state_ready;
+  std::vector<std::string> cie_errors;  // "" where the initial instructions ran
 };
+
+// An FDE whose instructions cannot run: left out of the next attempt, so
+// the FDEs it overlapped get their addresses back.
+struct RejectedFde {
+  uint32_t section;
+  uint32_t offset;
+  std::string message;
+  bool operator<(const RejectedFde& other) const {
+    return section != other.section ? section < other.section : offset < other.offset;
+  }
+};
+
+const RejectedFde* find_rejected(const std::vector<RejectedFde>& rejected, uint32_t section, uint32_t offset) {
+  const RejectedFde key{section, offset, {}};
+  auto it = std::lower_bound(rejected.begin(), rejected.end(), key);
+  return it != rejected.end() && it->section == section && it->offset == offset ? &*it : nullptr;
+}
 
 // Collects rows, merging a row into its predecessor when the rule is the
 // same, and keeps the before-merge statistics.
@@ -211,108 +233,155 @@ const UnwindRow* UnwindTable::find(uint64_t pc) const {
   return &*(it - 1);
 }
 
-Result<UnwindTable> UnwindTableBuilder::build_from_sections(std::span<const CfiSectionView> sections,
-                                                            std::span<const CodeRange> code_ranges) {
-  UnwindTable table;
-  std::vector<SectionState> parsed;
-  parsed.reserve(sections.size());
-  size_t total_fdes = 0;
-  for (const CfiSectionView& view : sections) {
-    auto cfi = parse_cfi(view);
-    if (!cfi) return cfi.error();
-    SectionState state;
-    state.cfi = std::move(*cfi);
-    state.cie_states.resize(state.cfi.cies.size());
-    state.cie_state_ready.assign(state.cfi.cies.size(), 0);
-    table.stats.cies += state.cfi.cies.size();
-    table.stats.fdes += state.cfi.fdes.size();
-    total_fdes += state.cfi.fdes.size();
-    TableSource source;
-    source.file = state.cfi.file;
-    source.section = state.cfi.name;
-    source.fdes = state.cfi.fdes.size();
-    table.sources.push_back(std::move(source));
-    parsed.push_back(std::move(state));
-  }
-  table.no_cfi = total_fdes == 0;
+namespace {
 
-  // Cut every FDE down to the addresses no earlier section and no earlier
-  // FDE of its own section describes.
+// One build of the rows, leaving out `rejected`. FDEs whose instructions
+// fail are appended to `failed` (they get no rows: an end marker where they
+// start) and counted.
+Result<UnwindTable> build_rows(std::vector<SectionState>& sections, std::span<const CodeRange> code_ranges,
+                               const std::vector<RejectedFde>& rejected, std::vector<RejectedFde>& failed) {
+  UnwindTable table;
+  auto note = [&table](const std::string& message) {
+    if (table.first_problem.empty()) table.first_problem = message;
+  };
+  size_t fde_entries = 0;
+  for (SectionState& section : sections) {
+    section.walker.rewind();
+    const ParsedCfi& cfi = section.walker.cfi();
+    table.stats.cies += cfi.cies.size();
+    table.stats.fdes += section.walker.fde_entries();
+    fde_entries += section.walker.fde_entries();
+    TableSource source;
+    source.file = cfi.file;
+    source.section = cfi.name;
+    source.fdes = section.walker.fde_entries();
+    table.sources.push_back(std::move(source));
+  }
+  table.no_cfi = fde_entries == 0;
+
+  // Note every usable FDE's range, then cut each down to the addresses no
+  // earlier section and no earlier FDE of its own section describes. One
+  // Piece per FDE, in place: the FDEs themselves are not kept.
   std::vector<Piece> pieces;
-  pieces.reserve(total_fdes);
+  pieces.reserve(fde_entries);
+  std::vector<Piece> split;    // second and later parts of FDEs cut by an earlier section
   std::vector<Range> covered;  // by the sections already processed
-  std::vector<uint32_t> order;
-  for (uint32_t section_index = 0; section_index < parsed.size(); ++section_index) {
-    const ParsedCfi& cfi = parsed[section_index].cfi;
-    order.clear();
-    for (uint32_t i = 0; i < cfi.fdes.size(); ++i) {
-      if (cfi.cies[cfi.fdes[i].cie_index].signal_frame) ++table.stats.signal_frame_fdes;
-      if (in_code(cfi.fdes[i], code_ranges)) {
-        order.push_back(i);
-      } else {
+  size_t row_bound = 0;        // rows the pieces can produce at most
+  for (uint32_t section_index = 0; section_index < sections.size(); ++section_index) {
+    SectionState& section = sections[section_index];
+    const ParsedCfi& cfi = section.walker.cfi();
+    const size_t first = pieces.size();
+    Fde fde;
+    while (section.walker.next_fde(fde)) {
+      if (cfi.cies[fde.cie_index].signal_frame) ++table.stats.signal_frame_fdes;
+      const uint32_t offset = static_cast<uint32_t>(fde.offset);
+      if (const std::string& cie_error = section.cie_errors[fde.cie_index]; !cie_error.empty()) {
+        ++table.stats.fdes_malformed;
+        note(fmt::format("{}: FDE of a CIE whose initial instructions cannot run: {}", cfi.where(fde.offset), cie_error));
+      } else if (const RejectedFde* known = find_rejected(rejected, section_index, offset)) {
+        ++table.stats.fdes_malformed;
+        note(known->message);
+      } else if (!in_code(fde, code_ranges)) {
         ++table.stats.fdes_outside_code;
+      } else {
+        pieces.push_back(Piece{fde.pc_begin, fde.pc_end, section_index, offset});
+        row_bound += fde_row_bound(fde.instructions) + 1;
       }
     }
-    std::stable_sort(order.begin(), order.end(),
-                     [&cfi](uint32_t a, uint32_t b) { return cfi.fdes[a].pc_begin < cfi.fdes[b].pc_begin; });
+    table.stats.fdes_malformed += cfi.malformed_fdes;
+    if (cfi.first_malformed) note(cfi.first_malformed->message);
+    if (cfi.cut_short) {
+      ++table.stats.sections_cut_short;
+      note(cfi.cut_short->message);
+    }
+    // By start, then section order: where two FDEs start together, the
+    // first in the section wins.
+    std::sort(pieces.begin() + static_cast<std::ptrdiff_t>(first), pieces.end(), [](const Piece& a, const Piece& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.fde_offset < b.fde_offset;
+    });
+    const bool keep_own = section_index + 1 < sections.size();
     std::vector<Range> own;
-    own.reserve(order.size());
     uint64_t own_end = 0;  // end of what earlier FDEs of this section cover
-    for (const uint32_t fde_index : order) {
-      const Fde& fde = cfi.fdes[fde_index];
-      const uint64_t begin = std::max(fde.pc_begin, own_end);
-      if (begin >= fde.pc_end || append_uncovered(begin, fde.pc_end, covered, section_index, fde_index, pieces) == 0) {
+    size_t kept = first;
+    for (size_t i = first; i < pieces.size(); ++i) {
+      const Piece candidate = pieces[i];
+      const uint64_t begin = std::max(candidate.begin, own_end);
+      size_t parts = 0;
+      if (begin < candidate.end) {
+        // At most one part goes back into `pieces` per candidate read, so
+        // the cut is done in place.
+        parts = for_each_uncovered(begin, candidate.end, covered, [&](uint64_t part_begin, uint64_t part_end) {
+          const Piece part{part_begin, part_end, section_index, candidate.fde_offset};
+          if (kept <= i) {
+            pieces[kept++] = part;
+          } else {
+            split.push_back(part);
+          }
+        });
+      }
+      own_end = std::max(own_end, candidate.end);
+      if (parts == 0) {
         ++table.stats.fdes_covered;
-        own_end = std::max(own_end, fde.pc_end);
         continue;
       }
+      // Parts after the first of the same candidate were pushed to `split`
+      // (kept > i once the first is written at i).
       ++table.sources[section_index].fdes_used;
+      if (!keep_own) continue;
       if (!own.empty() && begin <= own.back().end) {
-        own.back().end = std::max(own.back().end, fde.pc_end);
+        own.back().end = std::max(own.back().end, candidate.end);
       } else {
-        own.push_back(Range{begin, fde.pc_end});
+        own.push_back(Range{begin, candidate.end});
       }
-      own_end = std::max(own_end, fde.pc_end);
     }
-    if (section_index + 1 < parsed.size()) covered = merge_ranges(covered, own);
+    pieces.resize(kept);
+    if (keep_own) covered = merge_ranges(covered, own);
   }
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  pieces.insert(pieces.end(), split.begin(), split.end());
+  // Each section's pieces are in order already: with one section (most
+  // files) there is nothing left to sort.
+  auto by_begin = [](const Piece& a, const Piece& b) { return a.begin < b.begin; };
+  if (!std::is_sorted(pieces.begin(), pieces.end(), by_begin)) std::sort(pieces.begin(), pieces.end(), by_begin);
+
+  // Size the rows once (regrowth would copy them and hold twice their
+  // memory): each FDE gives at most its rows plus an end marker, and each
+  // extra part of a split FDE two more (its first row and its marker).
+  row_bound += 2 * split.size();
+  std::vector<Piece>().swap(split);
+  table.rows.reserve(row_bound);
 
   // Run each piece's FDE program and append its rows, clipped to the piece.
-  // Compilers emit about one row per 5 bytes of CFI (libc, libstdc++,
-  // libpython: 4.6 to 5.4); reserving one per 4 bytes avoids regrowth, which
-  // would copy the rows and touch twice the fresh pages.
-  size_t cfi_bytes = 0;
-  for (const SectionState& section : parsed) cfi_bytes += section.cfi.bytes.size();
-  table.rows.reserve(std::max(pieces.size() * 2, cfi_bytes / 4));
   RowSink sink(table.rows, table.stats);
   CfaProgramRunner runner;
   std::vector<CfaRow> fde_rows;
   fde_rows.reserve(256);
-  uint64_t rows_of = ~uint64_t{0};  // (section << 32 | fde) whose rows fde_rows holds
+  const size_t failed_before = failed.size();
+  uint64_t rows_of = ~uint64_t{0};  // (section << 32 | fde offset) whose rows fde_rows holds
+  Fde fde;                          // that FDE
+  bool rows_failed = false;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& piece = pieces[i];
-    SectionState& section = parsed[piece.section];
-    const Fde& fde = section.cfi.fdes[piece.fde];
-    const uint64_t key = (uint64_t{piece.section} << 32) | piece.fde;
+    SectionState& section = sections[piece.section];
+    const ParsedCfi& cfi = section.walker.cfi();
+    const uint64_t key = (uint64_t{piece.section} << 32) | piece.fde_offset;
     if (key != rows_of) {
-      if (!section.cie_state_ready[fde.cie_index]) {
-        auto state = runner.run_cie(section.cfi, section.cfi.cies[fde.cie_index]);
-        if (!state) return state.error();
-        section.cie_states[fde.cie_index] = *state;
-        section.cie_state_ready[fde.cie_index] = 1;
-      }
-      if (auto ran = runner.run_fde(section.cfi, fde, section.cie_states[fde.cie_index], fde_rows); !ran) {
-        return ran.error();
-      }
+      fde = section.walker.fde_at(piece.fde_offset);
+      auto ran = runner.run_fde(cfi, fde, section.cie_states[fde.cie_index], fde_rows);
+      rows_failed = !ran.ok();
+      if (rows_failed) failed.push_back(RejectedFde{piece.section, piece.fde_offset, ran.error().message});
       rows_of = key;
+    }
+    if (rows_failed) {
+      // No rule here: end whatever precedes, so no lookup borrows its rule.
+      sink.add(end_of_function_marker(piece.begin));
+      continue;
     }
     // The row in effect at the piece's start, then those inside it.
     auto first_after = std::upper_bound(fde_rows.begin(), fde_rows.end(), piece.begin,
                                         [](uint64_t pc, const CfaRow& row) { return pc < row.pc; });
     if (first_after == fde_rows.begin()) {  // run_fde promises a row at pc_begin; never trust it blindly
-      return make_error(fmt::format("{}: FDE at {:#x}: no row at its start {:#x}", section.cfi.where(fde.offset),
-                                    fde.offset, fde.pc_begin));
+      return make_error(fmt::format("{}: FDE at {:#x}: no row at its start {:#x}", cfi.where(fde.offset), fde.offset,
+                                    fde.pc_begin));
     }
     sink.add(to_unwind_row(piece.begin, (first_after - 1)->state));
     for (auto it = first_after; it != fde_rows.end() && it->pc < piece.end; ++it) {
@@ -320,7 +389,57 @@ Result<UnwindTable> UnwindTableBuilder::build_from_sections(std::span<const CfiS
     }
     if (i + 1 == pieces.size() || pieces[i + 1].begin != piece.end) sink.add(end_of_function_marker(piece.end));
   }
+  // A split FDE runs once per part: count it once.
+  std::sort(failed.begin() + static_cast<std::ptrdiff_t>(failed_before), failed.end());
+  failed.erase(std::unique(failed.begin() + static_cast<std::ptrdiff_t>(failed_before), failed.end(),
+                           [](const RejectedFde& a, const RejectedFde& b) {
+                             return a.section == b.section && a.offset == b.offset;
+                           }),
+               failed.end());
+  for (size_t i = failed_before; i < failed.size(); ++i) {
+    ++table.stats.fdes_malformed;
+    note(failed[i].message);
+  }
   return table;
+}
+
+// Attempts at building without the FDEs whose instructions failed. An FDE
+// that fails is found while rows are produced, after the ranges were cut;
+// building again without it gives the FDEs it shadowed their addresses
+// back. Each attempt can only reveal FDEs hidden under a failed one, so two
+// are enough for any real file; a third keeps a crafted nest bounded.
+constexpr int kBuildAttempts = 3;
+
+}  // namespace
+
+Result<UnwindTable> UnwindTableBuilder::build_from_sections(std::span<const CfiSectionView> views,
+                                                            std::span<const CodeRange> code_ranges) {
+  std::vector<SectionState> sections;
+  sections.reserve(views.size());
+  CfaProgramRunner runner;
+  for (const CfiSectionView& view : views) {
+    SectionState& section = sections.emplace_back(view);
+    section.walker.read_cies();
+    const ParsedCfi& cfi = section.walker.cfi();
+    section.cie_states.resize(cfi.cies.size());
+    section.cie_errors.resize(cfi.cies.size());
+    for (size_t i = 0; i < cfi.cies.size(); ++i) {
+      auto state = runner.run_cie(cfi, cfi.cies[i]);
+      if (state) {
+        section.cie_states[i] = *state;
+      } else {
+        section.cie_errors[i] = state.error().message;
+      }
+    }
+  }
+  std::vector<RejectedFde> rejected;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<RejectedFde> failed;
+    auto table = build_rows(sections, code_ranges, rejected, failed);
+    if (!table || failed.empty() || attempt == kBuildAttempts) return table;
+    rejected.insert(rejected.end(), std::make_move_iterator(failed.begin()), std::make_move_iterator(failed.end()));
+    std::sort(rejected.begin(), rejected.end());
+  }
 }
 
 Result<UnwindTable> UnwindTableBuilder::build(const std::string& path, const BuildOptions& options) {
@@ -418,9 +537,16 @@ void print_unwind_table(const UnwindTable& table, std::ostream& out) {
   fmt::format_to(std::back_inserter(buffer), "# unwind-table v1 file={} build_id={} rows={} sources={}{}\n",
                  table.path.empty() ? "-" : table.path, table.build_id.empty() ? "-" : table.build_id,
                  table.rows.size(), sources.empty() ? "-" : sources, table.no_cfi ? " no_cfi" : "");
+  // Written out every 64 KiB: the text of a large table (libLLVM's is 39 MB)
+  // is never held whole.
+  constexpr size_t kFlushBytes = 64 * 1024;
   for (const UnwindRow& row : table.rows) {
     append_row(buffer, row);
     buffer.push_back('\n');
+    if (buffer.size() >= kFlushBytes) {
+      out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      buffer.clear();
+    }
   }
   out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
 }

@@ -59,13 +59,13 @@ struct TableSource {
   bool compressed = false;
   bool from_debug_file = false;
   bool through_eh_frame_hdr = false;  // .eh_frame located through PT_GNU_EH_FRAME
-  size_t fdes = 0;       // FDEs in the section
+  size_t fdes = 0;       // FDE entries in the section (malformed ones included)
   size_t fdes_used = 0;  // FDEs that contributed rows (others are covered or outside the code)
 };
 
 struct UnwindTableStats {
   size_t cies = 0;
-  size_t fdes = 0;
+  size_t fdes = 0;                 // FDE entries, malformed ones included
   size_t signal_frame_fdes = 0;    // FDEs of 'S' CIEs (signal trampolines)
   size_t fdes_outside_code = 0;    // empty, overflowing or outside every executable segment: skipped
   size_t fdes_covered = 0;         // wholly covered by .eh_frame or an earlier FDE: skipped
@@ -74,6 +74,13 @@ struct UnwindTableStats {
   size_t unsupported_rbp = 0;      // rows (before merge) with RbpRule::kUnsupported
   size_t plt_rows = 0;             // rows (before merge) with CfaRule::kPltExpression
   size_t outermost_rows = 0;       // rows (before merge) with CfaRule::kOutermost
+  // FDEs skipped because they cannot be trusted: malformed fields, a CIE
+  // pointer to no CIE, a malformed CIE, instructions that are unknown,
+  // truncated or invalid on x86-64. Every other FDE is kept.
+  size_t fdes_malformed = 0;
+  // Sections whose walk ended early: an entry length ran past the section
+  // end, so the entries after it cannot be found (the FDEs before it are kept).
+  size_t sections_cut_short = 0;
 };
 
 struct UnwindTable {
@@ -86,6 +93,9 @@ struct UnwindTable {
   std::vector<UnwindRow> rows;
   std::vector<TableSource> sources;
   UnwindTableStats stats;
+  // The first malformed FDE or cut section, "" when there is none:
+  // "file: .eh_frame+0x2f (file offset 0x1a8f6f): why".
+  std::string first_problem;
 
   // The row in effect at `pc` (the last row starting at or before it), or
   // nullptr before the first row. A marker row means "no CFI here".
@@ -101,7 +111,14 @@ class UnwindTableBuilder {
  public:
   // Reads the file's .eh_frame and .debug_frame (its own, or its separate
   // debug file's) and builds the table. .eh_frame wins where both describe
-  // an address; .debug_frame adds what .eh_frame lacks.
+  // an address; .debug_frame adds what .eh_frame lacks. A malformed FDE or
+  // CIE costs that FDE (stats.fdes_malformed, first_problem), not the table;
+  // errors are for files that cannot be read at all.
+  //
+  // Memory: the FDEs are read twice from the section bytes rather than
+  // kept (24 bytes per FDE stay, its range and offset), and the row vector is
+  // sized once from a scan of the instructions, so the peak of a build is
+  // the rows plus the sections plus 24 bytes per FDE.
   static Result<UnwindTable> build(const std::string& path, const BuildOptions& options = {});
 
   // The same from sections already in memory, in priority order (the first

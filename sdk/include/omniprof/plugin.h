@@ -53,6 +53,13 @@ typedef enum omniprof_status {
   OMNIPROF_ERR_NO_MEMORY = -5,
   OMNIPROF_ERR_INTERNAL = -6,
   OMNIPROF_ERR_NO_SPACE = -7,       /* a BPF map is full: the host retries later */
+  /* This executable can never be stored, however much room is made (its
+   * table needs more chunks than an executable may have, or a chunk's
+   * address range does not fit its 32-bit offsets): the host does not retry
+   * it and does not evict others for it, until the file comes back with
+   * another file id. Added in ABI 1.1 without a minor bump: a host that
+   * does not know it treats it as any other error (retried with backoff). */
+  OMNIPROF_ERR_TOO_LARGE = -8,
 } omniprof_status;
 
 typedef enum omniprof_module_type {
@@ -176,7 +183,10 @@ struct omniprof_plugin {
    * of the file) has appeared; `path` reaches the file from the host. The
    * native plugin builds and stores its unwind table here. Returns
    * OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE (the host retries later, after
-   * unloading others), or another error (the host retries with backoff). */
+   * unloading others), OMNIPROF_ERR_TOO_LARGE (never retried), or another
+   * error (the host retries with backoff). With OMNIPROF_OK, a message in
+   * `error` says what of the file was left out (the native plugin: malformed
+   * FDEs skipped); the host counts such loads. */
   omniprof_status (*load_executable)(void *instance, uint64_t file_id, const char *path,
                                      char *error);
   /* Optional. The last process mapping `file_id` is gone. */
