@@ -141,6 +141,33 @@ TEST(UnwindTableStoreTest, FunctionLargerThanAnyFreeRunIsNoSpace) {
   EXPECT_EQ(store.rows_used(), 0u);
 }
 
+// The two failures no amount of room fixes, told apart from kNoSpace (the
+// plugin turns them into OMNIPROF_ERR_TOO_LARGE), with nothing written.
+TEST(UnwindTableStoreTest, ChunkOverTheOffsetRangeAndTooManyChunksArePermanentStatuses) {
+  MemoryMaps maps(4 * 64);
+  UnwindTableStore store(maps, 4, 64);
+  std::vector<UnwindRow> wide = {
+      {0x1000, CfaRule::kRsp, RbpRule::kUnchanged, 8, 0},
+      {0x1010, CfaRule::kEndOfFunction, RbpRule::kUnchanged, 0, 0},
+      {0x1000 + (uint64_t{1} << 32) + 0x10, CfaRule::kRsp, RbpRule::kUnchanged, 8, 0},
+      {0x1000 + (uint64_t{1} << 32) + 0x20, CfaRule::kEndOfFunction, RbpRule::kUnchanged, 0, 0},
+  };
+  auto too_wide = store.add(1, wide);
+  EXPECT_EQ(too_wide.status, StoreStatus::kChunkTooWide);
+  EXPECT_NE(too_wide.message.find("4 GiB"), std::string::npos) << too_wide.message;
+  EXPECT_EQ(maps.infos_.count(1), 0u);
+  EXPECT_EQ(store.rows_used(), 0u);
+
+  // 8-row shards hold two 3-row functions each: 60 functions need 30 chunks.
+  MemoryMaps small_maps(40 * 8);
+  UnwindTableStore fragmented(small_maps, 40, 8);
+  auto too_many = fragmented.add(2, table(0x1000, 60));
+  EXPECT_EQ(too_many.status, StoreStatus::kTooManyChunks);
+  EXPECT_EQ(small_maps.infos_.count(2), 0u);
+  EXPECT_EQ(fragmented.rows_used(), 0u);
+  EXPECT_EQ(fragmented.add(3, table(0x1000, 5)).status, StoreStatus::kOk);  // the space it tried was given back
+}
+
 TEST(UnwindTableStoreTest, CompactRuleKeepsOnlyMeaningfulOffsets) {
   auto rule = UnwindTableStore::compact_rule({0, CfaRule::kOutermost, RbpRule::kUnchanged, 99, 77});
   EXPECT_EQ(rule.cfa_type, OMNIPROF_CFA_OUTERMOST);
