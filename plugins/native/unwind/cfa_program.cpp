@@ -391,7 +391,9 @@ size_t fde_row_bound(std::span<const uint8_t> instructions) {
     const uint64_t at_least_1 = (word | kHigh) - kOnes;
     const uint64_t at_least_5 = (word | kHigh) - 5 * kOnes;
     const uint64_t one_to_four = ~word & at_least_1 & ~at_least_5 & kHigh;
-    rows += static_cast<size_t>(__builtin_popcountll(advance_loc | one_to_four));
+    // One bit per byte, at bit 7: gather them into the top byte (the build
+    // does not assume the popcnt instruction).
+    rows += static_cast<size_t>((((advance_loc | one_to_four) >> 7) * kOnes) >> 56);
   }
   for (; p < end; ++p) {
     rows += static_cast<size_t>((*p & 0xc0) == 0x40) + static_cast<size_t>(static_cast<uint8_t>(*p - 1) < 4);
