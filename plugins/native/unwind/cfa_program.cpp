@@ -104,18 +104,23 @@ class Interpreter {
                                       owner(), reason));
       };
       auto truncated = [&] { return error("operands run past the end of the instructions"); };
-      // Location-changing instructions: the current row ends here.
-      auto advance = [&](uint64_t delta) -> Result<void> {
-        if (fde_ == nullptr) return error("location instructions are not valid in a CIE's initial instructions");
+      // Location-changing instructions: the current row ends here. The
+      // most frequent instruction, so it returns a bool (a Result carries a
+      // string) and advance_error says why afterwards.
+      auto advance = [&](uint64_t delta) -> bool {
         uint64_t scaled = 0;
-        if (__builtin_mul_overflow(delta, cie_.code_alignment_factor, &scaled) ||
+        if (fde_ == nullptr || __builtin_mul_overflow(delta, cie_.code_alignment_factor, &scaled) ||
             scaled > std::numeric_limits<uint64_t>::max() - loc) {
-          return error(fmt::format("advancing {:#x} by {} x {} overflows", loc, delta, cie_.code_alignment_factor));
+          return false;
         }
         emit();
         if (scaled != 0) emitted_at_loc = false;
         loc += scaled;
-        return ok();
+        return true;
+      };
+      auto advance_error = [&](uint64_t delta) {
+        if (fde_ == nullptr) return error("location instructions are not valid in a CIE's initial instructions");
+        return error(fmt::format("advancing {:#x} by {} x {} overflows", loc, delta, cie_.code_alignment_factor));
       };
       // DWARF "factored" offsets: operand x data alignment factor.
       auto factored = [&](int64_t value, int64_t& out) {
@@ -144,7 +149,7 @@ class Interpreter {
         case kNop:
           break;
         case kAdvanceLoc:
-          if (auto r = advance(operand); !r) return r;
+          if (!advance(operand)) return advance_error(operand);
           break;
         case kAdvanceLoc1:
         case kAdvanceLoc2:
@@ -152,7 +157,7 @@ class Interpreter {
           const size_t size = opcode == kAdvanceLoc1 ? 1 : opcode == kAdvanceLoc2 ? 2 : 4;
           const uint64_t delta = reader.fixed(size);
           if (!reader.ok()) return truncated();
-          if (auto r = advance(delta); !r) return r;
+          if (!advance(delta)) return advance_error(delta);
           break;
         }
         case kSetLoc: {

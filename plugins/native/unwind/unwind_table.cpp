@@ -294,11 +294,13 @@ Result<UnwindTable> build_rows(std::vector<SectionState>& sections, std::span<co
       ++table.stats.sections_cut_short;
       note(cfi.cut_short->message);
     }
-    // By start, then section order: where two FDEs start together, the
-    // first in the section wins.
-    std::sort(pieces.begin() + static_cast<std::ptrdiff_t>(first), pieces.end(), [](const Piece& a, const Piece& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.fde_offset < b.fde_offset;
-    });
+    // By start, stable: where two FDEs start together, the first in the
+    // section wins. Sections are mostly in address order already (a few
+    // hundred sorted runs for libLLVM's 95000 FDEs), which a merge sort
+    // handles far faster than introsort; its buffer (12 bytes per FDE) is
+    // gone before the rows are allocated.
+    std::stable_sort(pieces.begin() + static_cast<std::ptrdiff_t>(first), pieces.end(),
+                     [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
     const bool keep_own = section_index + 1 < sections.size();
     std::vector<Range> own;
     uint64_t own_end = 0;  // end of what earlier FDEs of this section cover
