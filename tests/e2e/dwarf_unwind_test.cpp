@@ -2,12 +2,17 @@
 // walked whole by the native plugin's unwind tables in BPF. Checked through
 // `go tool pprof` on the written profile.
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "e2e_support.h"
 #include "omniprof/bpf/abi.h"
+#include "unwind/dwarf_cfi.h"
 
 namespace omniprof::e2e {
 namespace {
@@ -122,6 +127,73 @@ TEST(DebugUnwindTableTest, PrintsTheTableOfAFileAndRefusesANonElfOne) {
   auto bad = run_command({OMNIPROF_BINARY, "debug", "unwind-table", text});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find(text), std::string::npos) << bad.err;
+}
+
+// The rows of `table_text` (the text form) outside [begin, end].
+std::set<std::string> rows_outside(const std::string& table_text, uint64_t begin, uint64_t end) {
+  std::set<std::string> rows;
+  std::istringstream lines(table_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const uint64_t pc = std::stoull(line.substr(0, 18), nullptr, 16);
+    if (pc < begin || pc > end) rows.insert(line);
+  }
+  return rows;
+}
+
+TEST(DebugUnwindTableTest, ACorruptedFdeCostsThatFunctionOnlyAndIsReported) {
+  // No BPF needed. A copy of a workload whose first FDE with instructions
+  // starts with DW_CFA_GNU_window_save, which is not valid on x86-64.
+  const std::string original = workload("chain_nofp");
+  const std::string copy = temp_dir("bad-fde") + "/chain_nofp";
+  std::filesystem::copy_file(original, copy, std::filesystem::copy_options::overwrite_existing);
+  auto cfi = unwind::read_elf_cfi(copy, unwind::CfiReadOptions{"/nonexistent", false});
+  ASSERT_TRUE(cfi.ok()) << cfi.error().message;
+  ASSERT_FALSE(cfi->sections.empty());
+  const unwind::CfiSection& eh_frame = cfi->sections[0];
+  ASSERT_EQ(eh_frame.name, ".eh_frame");
+  ASSERT_TRUE(eh_frame.file_offset.has_value());
+  auto parsed = unwind::parse_cfi(eh_frame.view());
+  ASSERT_TRUE(parsed.ok());
+  const unwind::Fde* victim = nullptr;
+  for (const unwind::Fde& fde : parsed->fdes) {
+    if (!fde.instructions.empty() && fde.pc_begin < fde.pc_end) {
+      victim = &fde;
+      break;
+    }
+  }
+  ASSERT_NE(victim, nullptr);
+  const uint64_t at = *eh_frame.file_offset + static_cast<uint64_t>(victim->instructions.data() - eh_frame.data.get());
+  {
+    std::fstream file(copy, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(at));
+    file.put(static_cast<char>(0x2d));
+    ASSERT_TRUE(file.good());
+  }
+
+  auto good = run_command({OMNIPROF_BINARY, "debug", "unwind-table", original});
+  auto bad = run_command({OMNIPROF_BINARY, "debug", "unwind-table", copy});
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  // One line naming the file, the FDE and why.
+  char fde_at[32];
+  std::snprintf(fde_at, sizeof(fde_at), "FDE at %#llx ", static_cast<unsigned long long>(victim->offset));
+  EXPECT_NE(bad.err.find(copy + ": 1 malformed FDE skipped (first: "), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(fde_at), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("DW_CFA_GNU_window_save"), std::string::npos) << bad.err;
+  EXPECT_EQ(good.err.find("malformed"), std::string::npos) << good.err;
+  // Every row outside the broken function is still there.
+  const std::set<std::string> kept = rows_outside(bad.out, victim->pc_begin, victim->pc_end);
+  size_t missing = 0;
+  for (const std::string& row : rows_outside(good.out, victim->pc_begin, victim->pc_end)) {
+    if (kept.count(row) == 0) {
+      ++missing;
+      ADD_FAILURE() << "lost: " << row;
+    }
+  }
+  EXPECT_EQ(missing, 0u);
+  EXPECT_GT(kept.size(), 10u);
 }
 
 TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
