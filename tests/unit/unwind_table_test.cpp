@@ -1452,7 +1452,7 @@ TEST(UnwindTableOracle, RowBoundCoversEveryFdeOfLibc) {
     bound_total += bound;
     rows_total += rows.size();
   }
-  // An over-estimate, but not a wild one (about 15% on libc).
+  // An over-estimate, but not a wild one.
   EXPECT_LE(bound_total, rows_total * 3 / 2);
 }
 
