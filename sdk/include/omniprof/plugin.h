@@ -57,8 +57,8 @@ typedef enum omniprof_status {
    * table needs more chunks than an executable may have, or a chunk's
    * address range does not fit its 32-bit offsets): the host does not retry
    * it and does not evict others for it, until the file comes back with
-   * another file id. Added in ABI 1.1 without a minor bump: a host that
-   * does not know it treats it as any other error (retried with backoff). */
+   * another file id. Additive, no minor bump of its own: a host that does
+   * not know it treats it as any other error (retried with backoff). */
   OMNIPROF_ERR_TOO_LARGE = -8,
 } omniprof_status;
 
