@@ -12,6 +12,7 @@
 
 #include "agent/round_samples.h"
 #include "profile/profile_builder.h"
+#include "symbolize/symbol_cache.h"
 
 namespace omniprof {
 
@@ -38,11 +39,13 @@ class ProfileAssembler {
                    const KernelSymbols* kernel, PluginHost* plugins,
                    ExecutableInfoManager* executables = nullptr)
       : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins),
-        executables_(executables) {}
+        executables_(executables), symbols_(symbolizer) {}
 
   ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
                           int64_t duration_ns);
   const AssemblerStats& stats() const { return stats_; }
+  // Names of native frames by (FileID, address), kept across rounds.
+  const SymbolCache& symbol_cache() const { return symbols_; }
 
  private:
   uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);
@@ -56,6 +59,7 @@ class ProfileAssembler {
   PluginHost* plugins_;
   ExecutableInfoManager* executables_;
   AssemblerStats stats_;
+  SymbolCache symbols_;
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
   std::unordered_map<uint64_t, uint64_t> kernel_cache_;

@@ -79,12 +79,17 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
   return false;
 }
 
-void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path) {
+void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path,
+                                           std::shared_ptr<const void> keep_alive) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[file_id];
-  if (entry.references++ > 0) return;  // fast path: already known
+  const bool first = entry.references++ == 0;
+  if (!first && entry.loaded) return;  // fast path: already known
+  // A deferred entry retries from the newest path: the one it had may have
+  // been the map_files entry of a process gone since.
   entry.path = path;
-  load(file_id, entry, Clock::now());
+  entry.keep_alive = std::move(keep_alive);
+  if (first) load(file_id, entry, Clock::now());
 }
 
 void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {

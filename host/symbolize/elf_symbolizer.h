@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -68,10 +69,26 @@ class ElfSymbolizer {
   // The separate debug file symbols were read from, if one was used.
   Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
 
+  // The same, for a file the caller identified by its FileID
+  // (executables/file_id.h): cached under that id, so the same library
+  // reached through many paths (a descriptor per process, a copy per
+  // container) is read once; `path` is read on a miss only. A file that
+  // cannot be read is not cached under its id (the next call retries).
+  Result<std::optional<Symbol>> symbolize(uint64_t file_id, const std::string& path, uint64_t elf_vaddr);
+  Result<uint64_t> runtime_to_elf_vaddr(uint64_t file_id, const std::string& path, uint64_t runtime_addr,
+                                        uint64_t map_start, uint64_t map_file_offset);
+  Result<std::string> build_id(uint64_t file_id, const std::string& path);
+  // Drops what is cached under `file_id` (no process maps it any more).
+  void forget(uint64_t file_id);
+  // forget() for every FileID cached for which `gone` is true.
+  void forget_if(const std::function<bool(uint64_t file_id)>& gone);
+
   size_t cached_file_count() const;
 
  private:
+  // Either a FileID (all else 0) or the identity stat() gives a path.
   struct FileKey {
+    uint64_t file_id = 0;
     uint64_t device = 0;
     uint64_t inode = 0;
     int64_t mtime_sec = 0;
@@ -91,6 +108,12 @@ class ElfSymbolizer {
   // The cached contents of root_prefix + path, loading them on first use.
   // Errors: the file cannot be stat()ed, opened or parsed as ELF.
   Result<std::shared_ptr<const LoadedFile>> get(const std::string& path, const std::string& root_prefix);
+  Result<std::shared_ptr<const LoadedFile>> get(uint64_t file_id, const std::string& path);
+  Result<std::shared_ptr<const LoadedFile>> get(const FileKey& key, const std::string& path,
+                                                const std::string& root_prefix, bool cache_errors);
+  static Result<std::optional<Symbol>> symbol_at(const LoadedFile& file, uint64_t elf_vaddr);
+  static Result<uint64_t> elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
+                                       uint64_t map_start, uint64_t map_file_offset);
   std::shared_ptr<const LoadedFile> load(const std::string& path, const std::string& root_prefix) const;
 
   const DebugFileFinder debug_file_finder_;
