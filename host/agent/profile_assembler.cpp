@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "log/logger.h"
@@ -53,6 +54,7 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
     const ExecutableRef* executable = process->executable_for(*mapping);
     const uint64_t file_id = executable ? executable->file_id : 0;
     if (executables_ && file_id != 0) executables_->mark_sampled(file_id);
+    const auto symbolize_start = std::chrono::steady_clock::now();
     std::string host_path = process->host_path(*mapping);
     bool is_file = !host_path.empty();
     std::optional<ElfSymbolizer::Symbol> symbol;
@@ -88,6 +90,9 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
       }
       if (auto id = symbolizer_.build_id(host_path)) build_id = *id;
     }
+    stats_.native_symbolize_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - symbolize_start)
+            .count());
     ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true};
     uint64_t mapping_id = builder.add_mapping(pm);
     ProfileLine line;

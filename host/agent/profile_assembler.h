@@ -29,6 +29,7 @@ struct AssemblerStats {
   uint64_t unnamed_frames = 0;     // kept as module+0xoffset
   uint64_t unknown_processes = 0;  // samples of a process gone before it was read
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
+  uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
 };
 
 class ProfileAssembler {
