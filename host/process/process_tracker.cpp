@@ -195,7 +195,8 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
       uint64_t id = snapshot.executables[i].file_id;
       if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file);
+      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file,
+                                   snapshot.mappings[i].path);
     }
   }
   if (!maps_) return;
