@@ -53,6 +53,22 @@ int64_t samples_with_frames_of_the_new_file(const std::vector<PprofTrace>& trace
   return count;
 }
 
+struct Recorded {
+  CommandResult result;
+  std::vector<PprofTrace> traces;
+  std::string error;  // of reading the profile
+};
+
+// `omniprof record` of one process for a few seconds, read back with go.
+Recorded record(pid_t pid, const std::string& dir) {
+  Recorded recorded;
+  const std::string out = dir + "/profile.pb.gz";
+  recorded.result =
+      run_command({OMNIPROF_BINARY, "record", "-d", "5", "-F", "99", "-p", std::to_string(pid), "-o", out});
+  if (recorded.result.exit_code == 0) recorded.traces = read_traces_with_go(out, &recorded.error);
+  return recorded;
+}
+
 enum class WhatHappens { kReplaced, kDeleted };
 
 class ReplacedFileTest : public ::testing::TestWithParam<WhatHappens> {};
@@ -77,13 +93,8 @@ TEST_P(ReplacedFileTest, SamplesAreNamedAndUnwoundFromTheFileTheProcessRuns) {
   }
   ASSERT_TRUE(wait_for_mapping(target.pid(), library + " (deleted)", std::chrono::seconds(2)));
 
-  const std::string out = dir + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "5", "-F", "99", "-p",
-                             std::to_string(target.pid()), "-o", out});
+  auto [result, traces, error] = record(target.pid(), dir);
   ASSERT_EQ(result.exit_code, 0) << result.err;
-
-  std::string error;
-  auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
   auto [leaf, whole, example] = count_chain(traces, kLibraryChain);
   ASSERT_GT(leaf, 100) << "too few rl_leaf samples: the library's functions lost their names\n" << result.out;
@@ -108,12 +119,8 @@ TEST(MemfdExecutableTest, ChainOfAProgramRunFromAMemfdIsNamed) {
   OMNIPROF_REQUIRE_GO();
   BackgroundProcess target({workload("memfd_exec"), workload("chain_nofp"), "20"});
   ASSERT_TRUE(wait_for_mapping(target.pid(), "/memfd:omniprof-memfd (deleted)", std::chrono::seconds(5)));
-  const std::string out = temp_dir("memfd") + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "5", "-F", "99", "-p",
-                             std::to_string(target.pid()), "-o", out});
+  auto [result, traces, error] = record(target.pid(), temp_dir("memfd"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  std::string error;
-  auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
   auto [leaf, whole, example] = count_chain(traces, {"leaf", "stage_c", "stage_b", "stage_a", "main"});
   ASSERT_GT(leaf, 100) << "too few leaf samples: the memfd executable's functions have no names\n" << result.out;
