@@ -65,14 +65,18 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
       // the name of this address of this file may be cached from any
       // process or round.
       elf_address = pc - executable->load_bias;
-      auto found = symbols_.lookup(file_id, host_path, elf_address);
+      // Used only if the file is not parsed yet (it usually was, when the
+      // process was read): its debug file under the process's root.
+      const ElfSymbolizer::DebugLookup debug{
+          mapping->path, process->exited ? std::string() : fmt::format("/proc/{}/root", pid)};
+      auto found = symbols_.lookup(file_id, host_path, elf_address, debug);
       if (found) {
         symbol = *found;
       } else {
         stats_.symbolizer_errors++;
         log().debug("symbolize {} ({}): {}", mapping->path, host_path, found.error().message);
       }
-      build_id = symbols_.build_id(file_id, host_path);
+      build_id = symbols_.build_id(file_id, host_path, debug);
     } else if (is_file) {
       auto vaddr = symbolizer_.runtime_to_elf_vaddr(host_path, pc, mapping->start, mapping->offset);
       if (vaddr) {

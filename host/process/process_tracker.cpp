@@ -139,7 +139,11 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
       ref.file = id->file;
       ref.path = id->file->path;
     }
-    auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset);
+    // The debug file is looked for under the process's own root, by the
+    // file's name there (the descriptor path names nothing).
+    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? "" : m.path,
+                                           fmt::format("/proc/{}/root", snapshot.pid)};
+    auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
     if (!vaddr) {
       stats_.unidentified_files++;
       log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);

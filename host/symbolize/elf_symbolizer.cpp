@@ -205,9 +205,9 @@ ElfSymbolizer::ElfSymbolizer(DebugFileFinder debug_file_finder, size_t max_cache
 ElfSymbolizer::~ElfSymbolizer() = default;
 
 std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::string& path,
-                                                                     const std::string& root_prefix) const {
+                                                                     const DebugLookup& debug) const {
   auto loaded = std::make_shared<LoadedFile>();
-  auto file = ElfFile::open(root_prefix + path);
+  auto file = ElfFile::open(path);
   if (!file) {
     loaded->error = file.error();
     return loaded;
@@ -226,9 +226,13 @@ std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::
   // A stripped file keeps only .dynsym (exported functions); the debug file
   // has the full .symtab with the same addresses.
   if (!file->has_symtab()) {
-    const auto [debug_root_prefix, namespace_path] =
-        root_prefix.empty() ? split_proc_root(path) : std::make_pair(root_prefix, path);
-    if (auto debug_path = debug_file_finder_.find(*file, namespace_path, debug_root_prefix)) {
+    // Without a name in the process (a descriptor), only the build ID can
+    // find the debug file.
+    std::optional<std::string> debug_path =
+        debug.path_in_process.empty()
+            ? debug_file_finder_.find("", file->build_id(), std::nullopt, debug.root_prefix)
+            : debug_file_finder_.find(*file, debug.path_in_process, debug.root_prefix);
+    if (debug_path) {
       auto debug_file = ElfFile::open(*debug_path);
       auto debug_symbols = debug_file ? debug_file->symbols(SymbolKinds::kFunctionsAndObjects)
                                       : Result<std::vector<ElfSymbol>>(debug_file.error());
@@ -257,19 +261,21 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
                     static_cast<int64_t>(st.st_mtim.tv_sec),
                     static_cast<int64_t>(st.st_mtim.tv_nsec),
                     static_cast<uint64_t>(st.st_size)};
-  return get(key, path, root_prefix, true);
+  const auto [debug_root_prefix, namespace_path] =
+      root_prefix.empty() ? split_proc_root(path) : std::make_pair(root_prefix, path);
+  return get(key, full_path, DebugLookup{namespace_path, debug_root_prefix}, true);
 }
 
-Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(uint64_t file_id,
-                                                                            const std::string& path) {
+Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(uint64_t file_id, const std::string& path,
+                                                                            const DebugLookup& debug) {
   FileKey key;
   key.file_id = file_id;
-  return get(key, path, "", false);
+  return get(key, path, debug, false);
 }
 
 Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(const FileKey& key,
                                                                             const std::string& path,
-                                                                            const std::string& root_prefix,
+                                                                            const DebugLookup& debug,
                                                                             bool cache_errors) {
   std::shared_ptr<const LoadedFile> file;
   {
@@ -283,7 +289,7 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
     // Parsing (and CRC-checking debug files) happens outside the lock so one
     // big library does not stall every other lookup. Two threads may load the
     // same file at once; the first to finish wins.
-    auto loaded = load(path, root_prefix);
+    auto loaded = load(path, debug);
     if (loaded->error && !cache_errors) return *loaded->error;
     std::lock_guard lock(mutex_);
     auto [slot, inserted] = cache_.try_emplace(key);
@@ -314,22 +320,22 @@ Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbol_at(const Load
 }
 
 Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(uint64_t file_id, const std::string& path,
-                                                                      uint64_t elf_vaddr) {
-  auto file = get(file_id, path);
+                                                                      uint64_t elf_vaddr, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
   if (!file) return file.error();
   return symbol_at(**file, elf_vaddr);
 }
 
 Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(uint64_t file_id, const std::string& path,
                                                       uint64_t runtime_addr, uint64_t map_start,
-                                                      uint64_t map_file_offset) {
-  auto file = get(file_id, path);
+                                                      uint64_t map_file_offset, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
   if (!file) return file.error();
   return elf_vaddr_of(**file, path, runtime_addr, map_start, map_file_offset);
 }
 
-Result<std::string> ElfSymbolizer::build_id(uint64_t file_id, const std::string& path) {
-  auto file = get(file_id, path);
+Result<std::string> ElfSymbolizer::build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
   if (!file) return file.error();
   return (*file)->build_id;
 }

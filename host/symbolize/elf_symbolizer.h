@@ -69,15 +69,27 @@ class ElfSymbolizer {
   // The separate debug file symbols were read from, if one was used.
   Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
 
+  // Where to look for the separate debug file of a file read through a
+  // path that names nothing (a descriptor, /proc/self/fd/N): its path as the
+  // process sees it and where that process's root is visible from here
+  // ("/proc/PID/root"; "" for this mount namespace). Empty: look by build
+  // ID in this namespace only.
+  struct DebugLookup {
+    std::string path_in_process;
+    std::string root_prefix;
+  };
+
   // The same, for a file the caller identified by its FileID
   // (executables/file_id.h): cached under that id, so the same library
   // reached through many paths (a descriptor per process, a copy per
-  // container) is read once; `path` is read on a miss only. A file that
-  // cannot be read is not cached under its id (the next call retries).
-  Result<std::optional<Symbol>> symbolize(uint64_t file_id, const std::string& path, uint64_t elf_vaddr);
+  // container) is read once; `path` (and `debug`) are used on a miss only.
+  // A file that cannot be read is not cached under its id (the next call
+  // retries).
+  Result<std::optional<Symbol>> symbolize(uint64_t file_id, const std::string& path, uint64_t elf_vaddr,
+                                          const DebugLookup& debug = {});
   Result<uint64_t> runtime_to_elf_vaddr(uint64_t file_id, const std::string& path, uint64_t runtime_addr,
-                                        uint64_t map_start, uint64_t map_file_offset);
-  Result<std::string> build_id(uint64_t file_id, const std::string& path);
+                                        uint64_t map_start, uint64_t map_file_offset, const DebugLookup& debug = {});
+  Result<std::string> build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug = {});
   // Drops what is cached under `file_id` (no process maps it any more).
   void forget(uint64_t file_id);
   // forget() for every FileID cached for which `gone` is true.
@@ -108,13 +120,14 @@ class ElfSymbolizer {
   // The cached contents of root_prefix + path, loading them on first use.
   // Errors: the file cannot be stat()ed, opened or parsed as ELF.
   Result<std::shared_ptr<const LoadedFile>> get(const std::string& path, const std::string& root_prefix);
-  Result<std::shared_ptr<const LoadedFile>> get(uint64_t file_id, const std::string& path);
-  Result<std::shared_ptr<const LoadedFile>> get(const FileKey& key, const std::string& path,
-                                                const std::string& root_prefix, bool cache_errors);
+  Result<std::shared_ptr<const LoadedFile>> get(uint64_t file_id, const std::string& path, const DebugLookup& debug);
+  // `path` is the file read; `debug` where its debug file is looked for.
+  Result<std::shared_ptr<const LoadedFile>> get(const FileKey& key, const std::string& path, const DebugLookup& debug,
+                                                bool cache_errors);
   static Result<std::optional<Symbol>> symbol_at(const LoadedFile& file, uint64_t elf_vaddr);
   static Result<uint64_t> elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
                                        uint64_t map_start, uint64_t map_file_offset);
-  std::shared_ptr<const LoadedFile> load(const std::string& path, const std::string& root_prefix) const;
+  std::shared_ptr<const LoadedFile> load(const std::string& path, const DebugLookup& debug) const;
 
   const DebugFileFinder debug_file_finder_;
   const size_t max_cached_files_;

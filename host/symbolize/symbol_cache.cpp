@@ -17,7 +17,8 @@ size_t entry_bytes(const std::optional<ElfSymbolizer::Symbol>& symbol) {
 }  // namespace
 
 Result<std::optional<ElfSymbolizer::Symbol>> SymbolCache::lookup(uint64_t file_id, const std::string& path,
-                                                                uint64_t elf_vaddr) {
+                                                                uint64_t elf_vaddr,
+                                                                const ElfSymbolizer::DebugLookup& debug) {
   {
     std::lock_guard lock(mutex_);
     if (auto file = files_.find(file_id); file != files_.end()) {
@@ -29,7 +30,7 @@ Result<std::optional<ElfSymbolizer::Symbol>> SymbolCache::lookup(uint64_t file_i
     }
   }
   // The symbolizer has its own lock; reading a file happens outside ours.
-  auto symbol = symbolizer_.symbolize(file_id, path, elf_vaddr);
+  auto symbol = symbolizer_.symbolize(file_id, path, elf_vaddr, debug);
   if (!symbol) return symbol;
   std::lock_guard lock(mutex_);
   stats_.misses++;
@@ -47,14 +48,15 @@ Result<std::optional<ElfSymbolizer::Symbol>> SymbolCache::lookup(uint64_t file_i
   return symbol;
 }
 
-std::string SymbolCache::build_id(uint64_t file_id, const std::string& path) {
+std::string SymbolCache::build_id(uint64_t file_id, const std::string& path,
+                                  const ElfSymbolizer::DebugLookup& debug) {
   {
     std::lock_guard lock(mutex_);
     if (auto file = files_.find(file_id); file != files_.end() && file->second.build_id) {
       return *file->second.build_id;
     }
   }
-  auto id = symbolizer_.build_id(file_id, path);
+  auto id = symbolizer_.build_id(file_id, path, debug);
   if (!id) return "";
   std::lock_guard lock(mutex_);
   files_[file_id].build_id = *id;

@@ -42,9 +42,11 @@ class SymbolCache {
   // The function at `elf_vaddr` in file `file_id`, read from `path` on a
   // miss; nullopt when no symbol covers it (cached too). Errors (the file is
   // unreadable) are not cached here.
-  Result<std::optional<ElfSymbolizer::Symbol>> lookup(uint64_t file_id, const std::string& path, uint64_t elf_vaddr);
+  // `debug`: where a miss looks for the file's debug file.
+  Result<std::optional<ElfSymbolizer::Symbol>> lookup(uint64_t file_id, const std::string& path, uint64_t elf_vaddr,
+                                                      const ElfSymbolizer::DebugLookup& debug = {});
   // The file's build ID ("" when it has none or it is unreadable).
-  std::string build_id(uint64_t file_id, const std::string& path);
+  std::string build_id(uint64_t file_id, const std::string& path, const ElfSymbolizer::DebugLookup& debug = {});
 
   // Drops everything cached for the file.
   void forget(uint64_t file_id);

@@ -881,6 +881,33 @@ TEST(DebugFileTest, RootPrefixLocatesFilesOfAnotherMountNamespace) {
   EXPECT_EQ(*build_id_file, root.path() + "/" + build_id_path);
 }
 
+// A file read through a descriptor (/proc/self/fd/N, what the host keeps
+// for a mapped file) has no name to find its debug file by: the FileID API
+// takes the name the process sees and its root for that.
+TEST(DebugFileTest, FileReadThroughADescriptorFindsItsDebugFileByTheProcessName) {
+  TempDir root;
+  fs::copy_file(fixture("symbols_pie_stripped"), root.file("opt/app/symbols_pie_stripped"));
+  fs::copy_file(fixture(".debug/symbols_pie_stripped.debug"),
+                root.file("opt/app/.debug/symbols_pie_stripped.debug"));
+  const int fd = ::open(root.file("opt/app/symbols_pie_stripped").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string through_fd = "/proc/self/fd/" + std::to_string(fd);
+  const uint64_t alpha = nm_symbols(fixture("symbols_pie")).at("omniprof_fixture_alpha").address + 3;
+
+  ElfSymbolizer with_name{DebugFileFinder("/usr/lib/debug")};
+  auto named = with_name.symbolize(11, through_fd, alpha, {"/opt/app/symbols_pie_stripped", root.path()});
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  ASSERT_TRUE(named->has_value());
+  EXPECT_EQ((*named)->name, "omniprof_fixture_alpha");
+
+  ElfSymbolizer without_name{DebugFileFinder("/usr/lib/debug")};
+  auto unnamed = without_name.symbolize(11, through_fd, alpha);
+  ASSERT_TRUE(unnamed.ok()) << unnamed.error().message;
+  EXPECT_FALSE(unnamed->has_value() && (*unnamed)->name == "omniprof_fixture_alpha")
+      << "the debug file was found without the name: the test proves nothing";
+  ::close(fd);
+}
+
 TEST(DebugFileTest, ProcRootPathsAreSplitIntoPrefixAndPath) {
   // Callers may pass /proc/PID/root/<path> as one host path; the debug file
   // must still be looked up relative to <path> inside that root. This
