@@ -67,8 +67,10 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
       elf_address = pc - executable->load_bias;
       // Used only if the file is not parsed yet (it usually was, when the
       // process was read): its debug file under the process's root.
+      char root[32];
+      const auto root_end = fmt::format_to_n(root, sizeof(root), "/proc/{}/root", pid);
       const ElfSymbolizer::DebugLookup debug{
-          mapping->path, process->exited ? std::string() : fmt::format("/proc/{}/root", pid)};
+          mapping->path, process->exited ? std::string_view() : std::string_view(root, root_end.size)};
       auto found = symbols_.lookup(file_id, host_path, elf_address, debug);
       if (found) {
         symbol = *found;

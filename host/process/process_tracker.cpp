@@ -141,8 +141,8 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
     }
     // The debug file is looked for under the process's own root, by the
     // file's name there (the descriptor path names nothing).
-    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? "" : m.path,
-                                           fmt::format("/proc/{}/root", snapshot.pid)};
+    const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
+    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path), root};
     auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
     if (!vaddr) {
       stats_.unidentified_files++;

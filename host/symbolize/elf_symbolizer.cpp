@@ -228,10 +228,11 @@ std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::
   if (!file->has_symtab()) {
     // Without a name in the process (a descriptor), only the build ID can
     // find the debug file.
+    const std::string root_prefix(debug.root_prefix);
     std::optional<std::string> debug_path =
         debug.path_in_process.empty()
-            ? debug_file_finder_.find("", file->build_id(), std::nullopt, debug.root_prefix)
-            : debug_file_finder_.find(*file, debug.path_in_process, debug.root_prefix);
+            ? debug_file_finder_.find("", file->build_id(), std::nullopt, root_prefix)
+            : debug_file_finder_.find(*file, std::string(debug.path_in_process), root_prefix);
     if (debug_path) {
       auto debug_file = ElfFile::open(*debug_path);
       auto debug_symbols = debug_file ? debug_file->symbols(SymbolKinds::kFunctionsAndObjects)

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -73,10 +74,11 @@ class ElfSymbolizer {
   // path that names nothing (a descriptor, /proc/self/fd/N): its path as the
   // process sees it and where that process's root is visible from here
   // ("/proc/PID/root"; "" for this mount namespace). Empty: look by build
-  // ID in this namespace only.
+  // ID in this namespace only. Views: read during the call only, and only
+  // when the file is not cached yet.
   struct DebugLookup {
-    std::string path_in_process;
-    std::string root_prefix;
+    std::string_view path_in_process;
+    std::string_view root_prefix;
   };
 
   // The same, for a file the caller identified by its FileID
