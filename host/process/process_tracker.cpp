@@ -11,12 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "bpf/bpf_maps.h"
 #include "common/unique_fd.h"
 #include "executables/executable_info_manager.h"
-#include "executables/open_executables.h"
 #include "common/regular_file.h"
+#include "executables/open_executables.h"
 #include "process/mapped_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "log/logger.h"
@@ -47,10 +48,10 @@ const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
 }
 
 const ExecutableRef* ProcessSnapshot::executable_for(const ProcMapping& mapping) const {
+  // std::less: a total order even for a pointer into another snapshot.
+  const std::less<const ProcMapping*> before;
   const ProcMapping* first = mappings.data();
-  if (std::less<const ProcMapping*>{}(&mapping, first) || !std::less<const ProcMapping*>{}(&mapping, first + mappings.size())) {
-    return nullptr;
-  }
+  if (before(&mapping, first) || !before(&mapping, first + mappings.size())) return nullptr;
   const size_t index = static_cast<size_t>(&mapping - first);
   return index < executables.size() ? &executables[index] : nullptr;
 }
@@ -142,7 +143,8 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
     // The debug file is looked for under the process's own root, by the
     // file's name there (the descriptor path names nothing).
     const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
-    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path), root};
+    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path),
+                                           root};
     auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
     if (!vaddr) {
       stats_.unidentified_files++;
