@@ -4,7 +4,10 @@
 // by hundreds of processes, so each file is read once and cached under its
 // identity (device, inode, mtime, size), not its path: the same path may be a
 // different file in another container, and an upgraded library gets a new
-// entry instead of stale symbols. Thread-safe.
+// entry instead of stale symbols. Callers that identified the file already
+// (a FileID, see executables/file_id.h) use the FileID overloads: the file
+// is then cached under its FileID, read once however many paths reach it.
+// Thread-safe.
 //
 // Symbols come from .symtab and .dynsym; a stripped file (no .symtab) gets its
 // .symtab from the separate debug file when DebugFileFinder finds one.
