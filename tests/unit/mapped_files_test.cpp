@@ -395,6 +395,31 @@ TEST(ProcessTrackerFilesTest, ReplacedLibraryIsReadAsMapped) {
   ::dlclose(library);
 }
 
+// Past the descriptor budget a file is read through map_files, which names
+// nothing once the process is gone: host_path says so ("") rather than
+// naming another file.
+TEST(ProcessTrackerFilesTest, FileNotKeptIsReadThroughMapFilesWhileTheProcessLives) {
+  if (!can_open_map_files()) GTEST_SKIP() << "opening /proc/PID/map_files needs CAP_SYS_ADMIN";
+  FileIdCache ids;
+  OpenExecutables files(ids, 0);
+  ElfSymbolizer symbolizer;
+  ProcessTracker tracker(nullptr, nullptr);
+  tracker.track_executables(nullptr, &files, &symbolizer);
+  auto snapshot = tracker.get(::getpid());
+  ASSERT_NE(snapshot, nullptr);
+  const uint64_t pc = reinterpret_cast<uint64_t>(&can_open_map_files);
+  const ProcMapping* m = snapshot->mapping_for(pc);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(snapshot->host_path(*m), map_files_path(::getpid(), *m));
+  EXPECT_NE(snapshot->executable_for(*m)->file_id, 0u);
+  EXPECT_GT(files.stats().not_kept, 0u);
+
+  tracker.handle_event(omniprof_event{OMNIPROF_EVENT_EXIT, static_cast<uint32_t>(::getpid()), 0});
+  auto exited = tracker.get(::getpid());
+  ASSERT_TRUE(exited && exited->exited);
+  EXPECT_EQ(exited->host_path(*exited->mapping_for(pc)), "");
+}
+
 // --- Symbol cache --------------------------------------------------------------
 
 std::pair<uint64_t, uint64_t> nm_address(const std::string& path, const std::string& name) {
