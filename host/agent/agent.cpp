@@ -2,10 +2,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -45,6 +47,22 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "stack_truncated_max_depth",
     "user_regs_errors",
 };
+
+// How many executables' descriptors OpenExecutables may hold: the soft
+// RLIMIT_NOFILE is raised to the hard one (allowed unprivileged), and half
+// of it, at most 4096, is left to executables; the rest is for perf events
+// (one per CPU), BPF objects and files opened while reading.
+size_t executable_descriptor_budget() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return OpenExecutables::kDefaultMaxOpen / 4;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const rlim_t half = limit.rlim_cur == RLIM_INFINITY ? 8192 : limit.rlim_cur / 2;
+  return static_cast<size_t>(std::clamp<rlim_t>(half, 16, 4096));
+}
 
 }  // namespace
 
@@ -136,7 +154,8 @@ Result<void> Agent::start() {
   executable_loader_ = std::make_unique<PluginExecutableLoader>(*plugins_);
   executables_ = std::make_unique<ExecutableInfoManager>(*executable_loader_);
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
-  processes_->track_executables(executables_.get(), &file_ids_, symbolizer_.get());
+  open_executables_ = std::make_unique<OpenExecutables>(file_ids_, executable_descriptor_budget());
+  processes_->track_executables(executables_.get(), open_executables_.get(), symbolizer_.get());
   assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
                                                   kernel_symbols_ ? &*kernel_symbols_ : nullptr,
                                                   plugins_.get(), executables_.get());
@@ -263,6 +282,8 @@ std::vector<StatLine> Agent::stats() const {
   auto ps = processes_->stats();
   const auto& as = assembler_->stats();
   auto es = executables_->stats();
+  auto fs = open_executables_->stats();
+  auto cs = assembler_->symbol_cache().stats();
   for (const auto& [name, value] :
        std::initializer_list<std::pair<const char*, uint64_t>>{
            {"host.processes_described", ps.described},
@@ -271,10 +292,16 @@ std::vector<StatLine> Agent::stats() const {
            {"host.maps_refreshes", ps.maps_refreshes},
            {"host.mappings_truncated", ps.mappings_truncated},
            {"host.unidentified_files", ps.unidentified_files},
+           {"host.executable_files_not_kept", fs.not_kept},
+           {"host.symbol_cache_hits", cs.hits},
+           {"host.symbol_cache_misses", cs.misses},
+           {"host.symbol_cache_evicted", cs.evicted},
            {"host.executables_loaded", es.loaded},
            {"host.executables_deferred", es.deferred},
            {"host.executable_load_failures", es.load_failures},
            {"host.executable_no_space", es.no_space},
+           {"host.executable_permanent_failures", es.permanent_failures},
+           {"host.executable_partial_loads", es.partial_loads},
            {"host.executables_unloaded", es.unloaded},
            {"host.executables_evicted", es.evicted},
            {"host.frames_symbolized", as.frames},

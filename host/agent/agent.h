@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
+#include "executables/open_executables.h"
 #include "plugins/plugin_host.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_symbolizer.h"
@@ -80,6 +81,8 @@ class Agent {
   std::unique_ptr<PluginHost> plugins_;
   // Before processes_: the tracker releases its executables when destroyed.
   FileIdCache file_ids_;
+  // One descriptor per mapped executable, so files stay readable as mapped.
+  std::unique_ptr<OpenExecutables> open_executables_;
   std::unique_ptr<PluginExecutableLoader> executable_loader_;
   std::unique_ptr<ExecutableInfoManager> executables_;
   std::unique_ptr<ProcessTracker> processes_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "log/logger.h"
@@ -50,17 +51,35 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
     stats_.unnamed_frames++;
     id = builder.add_location(0, pc, {ProfileLine{fmt::format("[unknown]+{:#x}", pc), "", "", 0}});
   } else {
-    if (executables_) {
-      size_t index = static_cast<size_t>(mapping - process->mappings.data());
-      if (index < process->executables.size() && process->executables[index].file_id != 0) {
-        executables_->mark_sampled(process->executables[index].file_id);
-      }
-    }
+    const ExecutableRef* executable = process->executable_for(*mapping);
+    const uint64_t file_id = executable ? executable->file_id : 0;
+    if (executables_ && file_id != 0) executables_->mark_sampled(file_id);
+    const auto symbolize_start = std::chrono::steady_clock::now();
     std::string host_path = process->host_path(*mapping);
     bool is_file = !host_path.empty();
     std::optional<ElfSymbolizer::Symbol> symbol;
     uint64_t elf_address = pc - mapping->start + mapping->offset;
-    if (is_file) {
+    std::string build_id;
+    if (is_file && file_id != 0) {
+      // Identified when the process was read: the load bias is known, and
+      // the name of this address of this file may be cached from any
+      // process or round.
+      elf_address = pc - executable->load_bias;
+      // Used only if the file is not parsed yet (it usually was, when the
+      // process was read): its debug file under the process's root.
+      char root[32];
+      const auto root_end = fmt::format_to_n(root, sizeof(root), "/proc/{}/root", pid);
+      const ElfSymbolizer::DebugLookup debug{
+          mapping->path, process->exited ? std::string_view() : std::string_view(root, root_end.size)};
+      auto found = symbols_.lookup(file_id, host_path, elf_address, debug);
+      if (found) {
+        symbol = *found;
+      } else {
+        stats_.symbolizer_errors++;
+        log().debug("symbolize {} ({}): {}", mapping->path, host_path, found.error().message);
+      }
+      build_id = symbols_.build_id(file_id, host_path, debug);
+    } else if (is_file) {
       auto vaddr = symbolizer_.runtime_to_elf_vaddr(host_path, pc, mapping->start, mapping->offset);
       if (vaddr) {
         elf_address = *vaddr;
@@ -75,11 +94,11 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
         stats_.symbolizer_errors++;
         log().debug("symbolize {}: {}", host_path, vaddr.error().message);
       }
-    }
-    std::string build_id;
-    if (is_file) {
       if (auto id = symbolizer_.build_id(host_path)) build_id = *id;
     }
+    stats_.native_symbolize_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - symbolize_start)
+            .count());
     ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true};
     uint64_t mapping_id = builder.add_mapping(pm);
     ProfileLine line;
@@ -141,6 +160,10 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
   builder.set_duration_ns(duration_ns);
   native_cache_.clear();
   kernel_cache_.clear();
+  // Files no process maps any more (their last process was forgotten after
+  // the previous round) leave the symbol cache; the exited processes of
+  // this round still hold theirs until end_round.
+  if (executables_) symbols_.forget_if([this](uint64_t file_id) { return executables_->references(file_id) == 0; });
 
   std::vector<uint64_t> locations, user_locations;
   for (const auto& [key, count] : round.counts) {

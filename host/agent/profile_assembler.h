@@ -12,6 +12,7 @@
 
 #include "agent/round_samples.h"
 #include "profile/profile_builder.h"
+#include "symbolize/symbol_cache.h"
 
 namespace omniprof {
 
@@ -28,6 +29,7 @@ struct AssemblerStats {
   uint64_t unnamed_frames = 0;     // kept as module+0xoffset
   uint64_t unknown_processes = 0;  // samples of a process gone before it was read
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
+  uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
 };
 
 class ProfileAssembler {
@@ -38,11 +40,13 @@ class ProfileAssembler {
                    const KernelSymbols* kernel, PluginHost* plugins,
                    ExecutableInfoManager* executables = nullptr)
       : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins),
-        executables_(executables) {}
+        executables_(executables), symbols_(symbolizer) {}
 
   ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
                           int64_t duration_ns);
   const AssemblerStats& stats() const { return stats_; }
+  // Names of native frames by (FileID, address), kept across rounds.
+  const SymbolCache& symbol_cache() const { return symbols_; }
 
  private:
   uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);
@@ -56,6 +60,7 @@ class ProfileAssembler {
   PluginHost* plugins_;
   ExecutableInfoManager* executables_;
   AssemblerStats stats_;
+  SymbolCache symbols_;
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
   std::unordered_map<uint64_t, uint64_t> kernel_cache_;

@@ -56,7 +56,7 @@ bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point no
   stats_.loaded--;
   stats_.evicted++;
   log().info("unloaded {} ({:#x}), not sampled for {} s, to make room",
-             oldest->path, oldest_id,
+             oldest->name, oldest_id,
              std::chrono::duration_cast<std::chrono::seconds>(now - oldest->last_sampled).count());
   return true;
 }
@@ -82,7 +82,7 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
   if (status == OMNIPROF_ERR_TOO_LARGE) {
     entry.permanent_failure = true;
     stats_.permanent_failures++;
-    log().warn("{} ({:#x}): {}; it can never be loaded: not retried, nothing evicted for it", entry.path, file_id,
+    log().warn("{} ({:#x}): {}; it can never be loaded: not retried, nothing evicted for it", entry.name, file_id,
                entry.last_error);
     return false;
   }
@@ -90,16 +90,22 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
   stats_.load_failures++;
   entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
   entry.next_retry = now + entry.backoff;
-  log().warn("{} ({:#x}): {}; retrying in {} s", entry.path, file_id, entry.last_error, entry.backoff.count());
+  log().warn("{} ({:#x}): {}; retrying in {} s", entry.name, file_id, entry.last_error, entry.backoff.count());
   return false;
 }
 
-void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path) {
+void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path,
+                                           std::shared_ptr<const void> keep_alive, const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[file_id];
-  if (entry.references++ > 0) return;  // fast path: already known
+  const bool first = entry.references++ == 0;
+  if (!first && entry.loaded) return;  // fast path: already known
+  // A deferred entry retries from the newest path: the one it had may have
+  // been the map_files entry of a process gone since.
   entry.path = path;
-  load(file_id, entry, Clock::now());
+  entry.keep_alive = std::move(keep_alive);
+  entry.name = name.empty() || name == path ? path : name + " (" + path + ")";
+  if (first) load(file_id, entry, Clock::now());
 }
 
 void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -67,7 +68,13 @@ class ExecutableInfoManager {
   explicit ExecutableInfoManager(ExecutableLoader& loader) : loader_(loader) {}
 
   // A process maps `path` (reachable from the host), whose id is `file_id`.
-  void add_or_inc_ref(uint64_t file_id, const std::string& path);
+  // `keep_alive` (e.g. the OpenExecutable behind a /proc/self/fd path) is
+  // held as long as the entry, so that `path` still opens the file for a
+  // deferred retry or a reload after the process that gave it is gone. An
+  // entry not loaded yet takes the newest path and keep_alive. `name` (the
+  // path as the process sees it) is what log lines call the file.
+  void add_or_inc_ref(uint64_t file_id, const std::string& path,
+                      std::shared_ptr<const void> keep_alive = nullptr, const std::string& name = "");
   // A process that mapped `file_id` is gone or replaced its mappings.
   void remove_or_dec_ref(uint64_t file_id);
   // Retries deferred files whose backoff has passed. Called once per drain.
@@ -88,6 +95,8 @@ class ExecutableInfoManager {
  private:
   struct Entry {
     std::string path;
+    std::shared_ptr<const void> keep_alive;  // what keeps `path` readable
+    std::string name;                        // for logs: "NAME (PATH)", or the path
     size_t references = 0;
     bool loaded = false;
     Clock::time_point next_retry{};

@@ -9,7 +9,6 @@
 
 #include <cstring>
 
-#include "common/unique_fd.h"
 
 namespace omniprof {
 
@@ -32,20 +31,22 @@ Result<size_t> read_at(int fd, uint8_t* buffer, size_t len, off_t offset, const 
 }  // namespace
 
 Result<uint64_t> compute_file_id(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, strerror(errno)));
-  struct stat st{};
-  if (fstat(fd.get(), &st) != 0) return make_error(fmt::format("{}: {}", path, strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  auto file = open_regular_file(path);
+  if (!file) return file.error();
+  return compute_file_id(*file, path);
+}
+
+Result<uint64_t> compute_file_id(const RegularFile& file, const std::string& path) {
+  const int fd = file.fd.get();
+  uint64_t size = static_cast<uint64_t>(file.st.st_size);
 
   uint8_t buffer[2 * kSampleBytes + sizeof(uint64_t)];
-  auto head = read_at(fd.get(), buffer, kSampleBytes, 0, path);
+  auto head = read_at(fd, buffer, kSampleBytes, 0, path);
   if (!head) return head.error();
   size_t used = *head;
   if (size > kSampleBytes) {
     off_t tail_offset = static_cast<off_t>(size > 2 * kSampleBytes ? size - kSampleBytes : kSampleBytes);
-    auto tail = read_at(fd.get(), buffer + used, kSampleBytes, tail_offset, path);
+    auto tail = read_at(fd, buffer + used, kSampleBytes, tail_offset, path);
     if (!tail) return tail.error();
     used += *tail;
   }
@@ -60,8 +61,13 @@ size_t FileIdCache::KeyHash::operator()(const Key& k) const {
 }
 
 Result<uint64_t> FileIdCache::file_id(const std::string& path) {
-  struct stat st{};
-  if (stat(path.c_str(), &st) != 0) return make_error(fmt::format("{}: {}", path, strerror(errno)));
+  auto file = open_regular_file(path);
+  if (!file) return file.error();
+  return file_id(*file, path);
+}
+
+Result<uint64_t> FileIdCache::file_id(const RegularFile& file, const std::string& path) {
+  const struct stat& st = file.st;
   Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
           static_cast<uint64_t>(st.st_size),
           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
@@ -70,7 +76,7 @@ Result<uint64_t> FileIdCache::file_id(const std::string& path) {
     auto it = ids_.find(key);
     if (it != ids_.end()) return it->second;
   }
-  auto id = compute_file_id(path);
+  auto id = compute_file_id(file, path);
   if (!id) return id;
   std::lock_guard<std::mutex> lock(mutex_);
   ids_.emplace(key, *id);

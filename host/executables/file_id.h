@@ -10,18 +10,26 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/regular_file.h"
 #include "common/result.h"
 
 namespace omniprof {
 
-// 0 is reserved for "not a file" in process_info mappings.
+// 0 is reserved for "not a file" in process_info mappings. The path is
+// opened with open_regular_file (never blocks, refuses non-regular files).
 Result<uint64_t> compute_file_id(const std::string& path);
+// The id of an open file; `path` only names it in errors.
+Result<uint64_t> compute_file_id(const RegularFile& file, const std::string& path);
 
-// compute_file_id with a cache keyed by (device, inode, size, mtime), so a
-// file already seen is not read again. Thread-safe.
+// compute_file_id with a cache keyed by the (device, inode, size, mtime) of
+// the file actually read: fstat of the open descriptor, so that a path
+// swapped between a stat() and the open cannot give one file's id to
+// another, and a mapping opened through /proc/PID/map_files is keyed by what
+// the process mapped. A file already seen is not read again. Thread-safe.
 class FileIdCache {
  public:
   Result<uint64_t> file_id(const std::string& path);
+  Result<uint64_t> file_id(const RegularFile& file, const std::string& path);
   size_t size() const;
 
  private:

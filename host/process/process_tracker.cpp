@@ -11,11 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "bpf/bpf_maps.h"
 #include "common/unique_fd.h"
 #include "executables/executable_info_manager.h"
-#include "executables/file_id.h"
+#include "common/regular_file.h"
+#include "executables/open_executables.h"
+#include "process/mapped_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
@@ -44,14 +47,22 @@ const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
   return find_mapping(mappings, address);
 }
 
+const ExecutableRef* ProcessSnapshot::executable_for(const ProcMapping& mapping) const {
+  // std::less: a total order even for a pointer into another snapshot.
+  const std::less<const ProcMapping*> before;
+  const ProcMapping* first = mappings.data();
+  if (before(&mapping, first) || !before(&mapping, first + mappings.size())) return nullptr;
+  const size_t index = static_cast<size_t>(&mapping - first);
+  return index < executables.size() ? &executables[index] : nullptr;
+}
+
 std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
   if (mapping.path == "[vdso]") return vdso_path;
-  if (!mapping.is_file_backed()) return {};
-  if (!exited) {
-    std::string through_root = fmt::format("/proc/{}/root{}", pid, mapping.path);
-    if (access(through_root.c_str(), R_OK) == 0) return through_root;
-  }
-  return mapping.path;
+  const ExecutableRef* ref = executable_for(mapping);
+  if (!ref) return {};
+  if (ref->file) return ref->path;
+  // map_files (or /proc/PID/root) of a process that exited names nothing.
+  return exited ? std::string() : ref->path;
 }
 
 ProcessTracker::~ProcessTracker() {
@@ -66,9 +77,9 @@ std::string ProcessTracker::vdso_copy(int32_t pid, const ProcMapping& mapping) {
   uint64_t size = mapping.end - mapping.start;
   if (size == 0 || size > (1u << 20)) return {};
   std::string image(size, '\0');
-  UniqueFd mem(open(fmt::format("/proc/{}/mem", pid).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!mem.valid() || pread(mem.get(), image.data(), size, static_cast<off_t>(mapping.start)) !=
-                          static_cast<ssize_t>(size)) {
+  auto mem = open_regular_file(fmt::format("/proc/{}/mem", pid));
+  if (!mem || pread(mem->fd.get(), image.data(), size, static_cast<off_t>(mapping.start)) !=
+                  static_cast<ssize_t>(size)) {
     return {};
   }
   uint64_t hash = XXH3_64bits(image.data(), image.size());
@@ -87,34 +98,61 @@ std::string ProcessTracker::vdso_copy(int32_t pid, const ProcMapping& mapping) {
   return path;
 }
 
-void ProcessTracker::track_executables(ExecutableInfoManager* executables, FileIdCache* file_ids,
+void ProcessTracker::track_executables(ExecutableInfoManager* executables, OpenExecutables* files,
                                        ElfSymbolizer* symbolizer) {
   executables_ = executables;
-  file_ids_ = file_ids;
+  files_ = files;
   symbolizer_ = symbolizer;
 }
 
 void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
   snapshot.executables.assign(snapshot.mappings.size(), ExecutableRef{});
-  if (!file_ids_ || !symbolizer_) return;
   for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
     const ProcMapping& m = snapshot.mappings[i];
-    if (m.path == "[vdso]" && snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
-    std::string path = snapshot.host_path(m);
-    if (path.empty()) continue;
-    auto id = file_ids_->file_id(path);
+    ExecutableRef& ref = snapshot.executables[i];
+    Result<OpenedMapping> opened = make_error("not a file");
+    if (m.path == "[vdso]") {
+      if (snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
+      if (snapshot.vdso_path.empty()) continue;
+      auto copy = open_regular_file(snapshot.vdso_path);
+      opened = copy ? Result<OpenedMapping>(OpenedMapping{std::move(*copy), snapshot.vdso_path})
+                    : Result<OpenedMapping>(copy.error());
+    } else if (m.is_file_backed()) {
+      // The file the process maps, not what its path names now.
+      opened = open_mapped_file(snapshot.pid, m);
+    } else {
+      continue;  // anonymous memory (JIT code), [vsyscall]
+    }
+    if (!opened) {
+      stats_.unidentified_files++;
+      log().debug("{}", opened.error().message);
+      continue;
+    }
+    ref.path = opened->path;
+    if (!files_ || !symbolizer_) continue;
+    auto id = files_->identify(std::move(opened->file), opened->path);
     if (!id) {
       stats_.unidentified_files++;
       log().debug("pid {}: {}", snapshot.pid, id.error().message);
       continue;
     }
-    auto vaddr = symbolizer_->runtime_to_elf_vaddr(path, m.start, m.start, m.offset);
+    if (id->file) {
+      ref.file = id->file;
+      ref.path = id->file->path;
+    }
+    // The debug file is looked for under the process's own root, by the
+    // file's name there (the descriptor path names nothing).
+    const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
+    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path),
+                                           root};
+    auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
     if (!vaddr) {
       stats_.unidentified_files++;
       log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);
       continue;
     }
-    snapshot.executables[i] = ExecutableRef{*id, m.start - *vaddr};
+    ref.file_id = id->file_id;
+    ref.load_bias = m.start - *vaddr;
   }
 }
 
@@ -163,7 +201,8 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
       uint64_t id = snapshot.executables[i].file_id;
       if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]));
+      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file,
+                                   snapshot.mappings[i].path);
     }
   }
   if (!maps_) return;

@@ -22,13 +22,20 @@ class BpfMaps;
 class PluginHost;
 class ElfSymbolizer;
 class ExecutableInfoManager;
-class FileIdCache;
+class OpenExecutables;
+struct OpenExecutable;
 
 // What the native unwinder needs of a mapping: which executable it is and
-// how to turn a process address into that file's ELF virtual address.
+// how to turn a process address into that file's ELF virtual address; and
+// where the host reads that file, the one the process maps.
 struct ExecutableRef {
-  uint64_t file_id = 0;  // 0: not a readable file ([vdso], deleted, anonymous)
+  uint64_t file_id = 0;  // 0: not identified (anonymous, unreadable, not tracking executables)
   uint64_t load_bias = 0;
+  // The mapped file as opened (open_mapped_file): /proc/self/fd/N of `file`
+  // when kept, else the map_files (or /proc/PID/root) path it was opened
+  // from, which lasts only as long as the process; the [vdso] copy.
+  std::string path;
+  std::shared_ptr<const OpenExecutable> file;  // keeps `path` open; may be null
 };
 
 struct ProcessSnapshot {
@@ -43,10 +50,14 @@ struct ProcessSnapshot {
   std::string vdso_path;  // a copy of the process's [vdso] image, if read
 
   const ProcMapping* mapping_for(uint64_t address) const;
-  // A path the host can open for a mapping's file: through /proc/PID/root
-  // while the process lives (it may sit in another mount namespace), the
-  // plain path after; the copy of the image for [vdso]; "" for anonymous
-  // memory.
+  // The entry of `executables` for one of `mappings`, or null.
+  const ExecutableRef* executable_for(const ProcMapping& mapping) const;
+  // A path the host can open for a mapping's file, which is the file the
+  // process maps (deleted or replaced on disk, a memfd, in another mount
+  // namespace alike): the descriptor kept for it, after the process exited
+  // too; else its map_files path while the process lives. The copy of the
+  // image for [vdso]; "" for anonymous memory and files that could not be
+  // opened as mapped.
   std::string host_path(const ProcMapping& mapping) const;
 };
 
@@ -56,7 +67,7 @@ struct ProcessTrackerStats {
   uint64_t process_info_errors = 0;  // process_info map full or write failed
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
   uint64_t mappings_truncated = 0;  // processes with more than OMNIPROF_MAX_MAPPINGS executable mappings
-  uint64_t unidentified_files = 0;  // mapped files that could not be read for an id
+  uint64_t unidentified_files = 0;  // mapped files that could not be opened as mapped, or read for an id
 };
 
 class ProcessTracker {
@@ -67,7 +78,7 @@ class ProcessTracker {
   // Where the executables a process maps are counted, so their unwind
   // tables live exactly as long as some process maps them. Optional (unit
   // tests run without); set before the first scan.
-  void track_executables(ExecutableInfoManager* executables, FileIdCache* file_ids,
+  void track_executables(ExecutableInfoManager* executables, OpenExecutables* files,
                          ElfSymbolizer* symbolizer);
 
   // Describes every running process, or only `pids` when not empty.
@@ -104,7 +115,7 @@ class ProcessTracker {
   BpfMaps* maps_;
   PluginHost* plugins_;
   ExecutableInfoManager* executables_ = nullptr;
-  FileIdCache* file_ids_ = nullptr;
+  OpenExecutables* files_ = nullptr;
   ElfSymbolizer* symbolizer_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;

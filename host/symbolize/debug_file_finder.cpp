@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "common/unique_fd.h"
+#include "common/regular_file.h"
 
 namespace omniprof {
 namespace {
@@ -42,8 +42,9 @@ bool is_hex(const std::string& text) {
 }  // namespace
 
 Result<uint32_t> file_crc32(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  auto file = open_regular_file(path);
+  if (!file) return file.error();
+  const UniqueFd& fd = file->fd;
   std::vector<unsigned char> buffer(1 << 16);
   uLong crc = crc32(0L, Z_NULL, 0);
   while (true) {

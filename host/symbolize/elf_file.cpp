@@ -1,6 +1,8 @@
 #include "symbolize/elf_file.h"
 #include "symbolize/libelf_support.h"
 
+#include "common/regular_file.h"
+
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -20,15 +22,52 @@ std::string section_name(Elf* elf, size_t shstrndx, const GElf_Shdr& shdr) {
   return name != nullptr ? name : "";
 }
 
+const char* const kGnuCompressedPrefix = ".zdebug";
+
+// The size a compressed section says it inflates to: ch_size of its
+// compression header (SHF_COMPRESSED), or the big-endian size after "ZLIB"
+// (.zdebug_*). nullopt when the header itself is unreadable.
+std::optional<uint64_t> declared_inflated_size(Elf_Scn* scn, bool gnu_format) {
+  if (!gnu_format) {
+    GElf_Chdr chdr;
+    if (gelf_getchdr(scn, &chdr) == nullptr) return std::nullopt;
+    return chdr.ch_size;
+  }
+  Elf_Data* raw = elf_rawdata(scn, nullptr);
+  if (raw == nullptr || raw->d_buf == nullptr || raw->d_size < 12) return std::nullopt;
+  const auto* bytes = static_cast<const unsigned char*>(raw->d_buf);
+  if (std::memcmp(bytes, "ZLIB", 4) != 0) return std::nullopt;
+  uint64_t size = 0;
+  for (int i = 4; i < 12; ++i) size = size << 8 | bytes[i];
+  return size;
+}
+
 // Contents of a section, decompressed first when it is SHF_COMPRESSED (as
-// ld --compress-debug-sections or objcopy may leave non-allocated sections).
-// nullptr when the section has no bytes in the file or cannot be read.
-Elf_Data* section_contents(Elf_Scn* scn) {
+// ld --compress-debug-sections or objcopy may leave non-allocated sections)
+// or a GNU .zdebug_* section, after checking that the size it declares is
+// sane (check_inflated_size). Errors name the file and the section.
+Result<Elf_Data*> section_contents(Elf* elf, Elf_Scn* scn, const std::string& path) {
   GElf_Shdr shdr;
-  if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type == SHT_NOBITS) return nullptr;
-  if ((shdr.sh_flags & SHF_COMPRESSED) != 0 && elf_compress(scn, 0, 0) < 0) return nullptr;
+  if (gelf_getshdr(scn, &shdr) == nullptr) {
+    return make_error(fmt::format("{}: section {}: unreadable header: {}", path, elf_ndxscn(scn), libelf_error()));
+  }
+  size_t shstrndx = 0;
+  const std::string name = elf_getshdrstrndx(elf, &shstrndx) == 0 ? section_name(elf, shstrndx, shdr) : "";
+  const std::string what = fmt::format("section {} ({})", elf_ndxscn(scn), name);
+  if (shdr.sh_type == SHT_NOBITS) return make_error(fmt::format("{}: {}: has no bytes in the file", path, what));
+  const bool elf_compressed = (shdr.sh_flags & SHF_COMPRESSED) != 0;
+  const bool gnu_compressed = !elf_compressed && name.starts_with(kGnuCompressedPrefix);
+  if (elf_compressed || gnu_compressed) {
+    auto declared = declared_inflated_size(scn, gnu_compressed);
+    if (!declared) return make_error(fmt::format("{}: {}: unreadable compression header", path, what));
+    if (auto sane = check_inflated_size(path, what, *declared, shdr.sh_size); !sane) return sane.error();
+    const int inflated = elf_compressed ? elf_compress(scn, 0, 0) : elf_compress_gnu(scn, 0, 0);
+    if (inflated < 0) return make_error(fmt::format("{}: {}: cannot decompress: {}", path, what, libelf_error()));
+  }
   Elf_Data* data = elf_getdata(scn, nullptr);
-  if (data == nullptr || data->d_buf == nullptr) return nullptr;
+  if (data == nullptr || data->d_buf == nullptr) {
+    return make_error(fmt::format("{}: {}: cannot read: {}", path, what, libelf_error()));
+  }
   return data;
 }
 
@@ -114,18 +153,11 @@ void ElfFile::close() {
 Result<ElfFile> ElfFile::open(const std::string& path) {
   if (!libelf_ready()) return make_error(fmt::format("{}: libelf is unusable: {}", path, libelf_error()));
 
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
-  // O_NONBLOCK: if the path was swapped for a FIFO since stat(), open must
-  // not hang; fstat below rejects it.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return make_error(fmt::format("{}: not a regular file", path));
-  }
+  // Never blocks, refuses FIFOs, devices, sockets and directories before
+  // any read (the path may be anything a process mapped, or swapped since).
+  auto opened = open_regular_file(path);
+  if (!opened) return opened.error();
+  UniqueFd fd = std::move(opened->fd);
 
   // ELF_C_READ rather than ELF_C_READ_MMAP: libelf then pread()s only the
   // parts it needs, and a file truncated while we read it gives read errors
@@ -248,7 +280,8 @@ std::string ElfFile::build_id() const {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
     has_note_sections = true;
-    std::string id = find_build_id_note(section_contents(scn));
+    auto contents = section_contents(elf_, scn, path_);
+    std::string id = contents ? find_build_id_note(*contents) : "";
     if (!id.empty()) return id;
   }
   if (has_note_sections) return "";
@@ -274,8 +307,9 @@ std::optional<DebugLink> ElfFile::debuglink() const {
   while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr || section_name(elf_, shstrndx, shdr) != ".gnu_debuglink") continue;
-    Elf_Data* data = section_contents(scn);
-    if (data == nullptr) return std::nullopt;
+    auto contents = section_contents(elf_, scn, path_);
+    if (!contents) return std::nullopt;
+    Elf_Data* data = *contents;
     // Layout: NUL-terminated file name, zero padding to 4 bytes, CRC32 in
     // the file's byte order.
     const auto* bytes = static_cast<const unsigned char*>(data->d_buf);
@@ -331,14 +365,12 @@ Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
                                     name, shdr.sh_link));
     }
     // elf_strptr reads the string table's raw bytes: decompress it first.
-    if ((string_shdr.sh_flags & SHF_COMPRESSED) != 0 && elf_compress(string_scn, 0, 0) < 0) {
-      return make_error(fmt::format("{}: section {}: cannot decompress: {}", path_, shdr.sh_link, libelf_error()));
+    if ((string_shdr.sh_flags & SHF_COMPRESSED) != 0) {
+      if (auto strings = section_contents(elf_, string_scn, path_); !strings) return strings.error();
     }
-    Elf_Data* data = section_contents(scn);
-    if (data == nullptr) {
-      return make_error(fmt::format("{}: section {} ({}): cannot read symbols: {}", path_, index, name,
-                                    libelf_error()));
-    }
+    auto contents = section_contents(elf_, scn, path_);
+    if (!contents) return make_error(contents.error().message + " (cannot read symbols)");
+    Elf_Data* data = *contents;
 
     const size_t count = data->d_size / symbol_entry_size;
     for (size_t i = 1; i < count; ++i) {  // entry 0 is the reserved null symbol
@@ -383,6 +415,19 @@ std::optional<uint64_t> ElfFile::file_offset_to_vaddr(uint64_t file_offset) cons
     }
   }
   return std::nullopt;
+}
+
+Result<void> check_inflated_size(const std::string& path, const std::string& section, uint64_t declared,
+                                 uint64_t compressed) {
+  if (declared > kMaxInflatedSectionBytes) {
+    return make_error(fmt::format("{}: {}: declares {} bytes uncompressed, more than the {} accepted", path, section,
+                                  declared, kMaxInflatedSectionBytes));
+  }
+  if (declared > kAlwaysInflatableBytes && declared / kMaxInflationRatio > compressed) {
+    return make_error(fmt::format("{}: {}: declares {} bytes uncompressed from {} compressed, more than {}x", path,
+                                  section, declared, compressed, kMaxInflationRatio));
+  }
+  return ok();
 }
 
 Result<std::string> read_build_id(const std::string& path) {

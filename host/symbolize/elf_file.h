@@ -51,8 +51,9 @@ enum class SymbolKinds {
 class ElfFile {
  public:
   // Opens and validates the ELF header, the program header table and the
-  // section header table. Only regular files are opened: a mapping may name a
-  // device node, and opening one of those can block or have side effects.
+  // section header table. Only regular files are opened (open_regular_file):
+  // a mapping may name a device node or a FIFO, and opening one of those can
+  // block or have side effects.
   static Result<ElfFile> open(const std::string& path);
 
   ElfFile(ElfFile&& other) noexcept;
@@ -92,6 +93,20 @@ class ElfFile {
   uint16_t machine_ = 0;
   std::vector<LoadSegment> load_segments_;
 };
+
+// Bounds on compressed sections (SHF_COMPRESSED or .zdebug_*), checked on
+// the size their header declares before anything is inflated, so that a
+// lying header cannot make us allocate gigabytes. zlib cannot compress
+// better than about 1000:1 and real debug and symbol sections compress 3 to
+// 10 times, so more than 64x is refused; a section of at most 1 MiB is
+// always accepted (a tiny compressed section may legitimately have a big
+// ratio, and 1 MiB costs nothing); nothing above 1 GiB is accepted at all.
+inline constexpr uint64_t kMaxInflatedSectionBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kAlwaysInflatableBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxInflationRatio = 64;
+// ok(), or an error naming the file and the section.
+Result<void> check_inflated_size(const std::string& path, const std::string& section, uint64_t declared,
+                                 uint64_t compressed);
 
 // Build ID of the ELF file at `path` (hex, empty when it has none).
 Result<std::string> read_build_id(const std::string& path);

@@ -192,7 +192,7 @@ struct ElfSymbolizer::LoadedFile {
 
 size_t ElfSymbolizer::FileKeyHash::operator()(const FileKey& key) const {
   size_t hash = std::hash<uint64_t>{}(key.inode);
-  for (uint64_t part : {key.device, static_cast<uint64_t>(key.mtime_sec), static_cast<uint64_t>(key.mtime_nsec),
+  for (uint64_t part : {key.file_id, key.device, static_cast<uint64_t>(key.mtime_sec), static_cast<uint64_t>(key.mtime_nsec),
                         key.size}) {
     hash ^= std::hash<uint64_t>{}(part) + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
   }
@@ -205,9 +205,9 @@ ElfSymbolizer::ElfSymbolizer(DebugFileFinder debug_file_finder, size_t max_cache
 ElfSymbolizer::~ElfSymbolizer() = default;
 
 std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::string& path,
-                                                                     const std::string& root_prefix) const {
+                                                                     const DebugLookup& debug) const {
   auto loaded = std::make_shared<LoadedFile>();
-  auto file = ElfFile::open(root_prefix + path);
+  auto file = ElfFile::open(path);
   if (!file) {
     loaded->error = file.error();
     return loaded;
@@ -226,9 +226,14 @@ std::shared_ptr<const ElfSymbolizer::LoadedFile> ElfSymbolizer::load(const std::
   // A stripped file keeps only .dynsym (exported functions); the debug file
   // has the full .symtab with the same addresses.
   if (!file->has_symtab()) {
-    const auto [debug_root_prefix, namespace_path] =
-        root_prefix.empty() ? split_proc_root(path) : std::make_pair(root_prefix, path);
-    if (auto debug_path = debug_file_finder_.find(*file, namespace_path, debug_root_prefix)) {
+    // Without a name in the process (a descriptor), only the build ID can
+    // find the debug file.
+    const std::string root_prefix(debug.root_prefix);
+    std::optional<std::string> debug_path =
+        debug.path_in_process.empty()
+            ? debug_file_finder_.find("", file->build_id(), std::nullopt, root_prefix)
+            : debug_file_finder_.find(*file, std::string(debug.path_in_process), root_prefix);
+    if (debug_path) {
       auto debug_file = ElfFile::open(*debug_path);
       auto debug_symbols = debug_file ? debug_file->symbols(SymbolKinds::kFunctionsAndObjects)
                                       : Result<std::vector<ElfSymbol>>(debug_file.error());
@@ -251,10 +256,28 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
   if (::stat(full_path.c_str(), &st) != 0) {
     return make_error(fmt::format("{}: {}", full_path, std::strerror(errno)));
   }
-  const FileKey key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                    static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec),
+  const FileKey key{0,
+                    static_cast<uint64_t>(st.st_dev),
+                    static_cast<uint64_t>(st.st_ino),
+                    static_cast<int64_t>(st.st_mtim.tv_sec),
+                    static_cast<int64_t>(st.st_mtim.tv_nsec),
                     static_cast<uint64_t>(st.st_size)};
+  const auto [debug_root_prefix, namespace_path] =
+      root_prefix.empty() ? split_proc_root(path) : std::make_pair(root_prefix, path);
+  return get(key, full_path, DebugLookup{namespace_path, debug_root_prefix}, true);
+}
 
+Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(uint64_t file_id, const std::string& path,
+                                                                            const DebugLookup& debug) {
+  FileKey key;
+  key.file_id = file_id;
+  return get(key, path, debug, false);
+}
+
+Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(const FileKey& key,
+                                                                            const std::string& path,
+                                                                            const DebugLookup& debug,
+                                                                            bool cache_errors) {
   std::shared_ptr<const LoadedFile> file;
   {
     std::lock_guard lock(mutex_);
@@ -267,7 +290,8 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
     // Parsing (and CRC-checking debug files) happens outside the lock so one
     // big library does not stall every other lookup. Two threads may load the
     // same file at once; the first to finish wins.
-    auto loaded = load(path, root_prefix);
+    auto loaded = load(path, debug);
+    if (loaded->error && !cache_errors) return *loaded->error;
     std::lock_guard lock(mutex_);
     auto [slot, inserted] = cache_.try_emplace(key);
     if (inserted) {
@@ -284,11 +308,7 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
   return file;
 }
 
-Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(const std::string& path, uint64_t elf_vaddr,
-                                                                      const std::string& root_prefix) {
-  auto file = get(path, root_prefix);
-  if (!file) return file.error();
-  const LoadedFile& loaded = **file;
+Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbol_at(const LoadedFile& loaded, uint64_t elf_vaddr) {
   if (loaded.symbols_error) return *loaded.symbols_error;
   const LoadedFile::Entry* entry = loaded.function_at(elf_vaddr);
   if (entry == nullptr) return std::optional<Symbol>();
@@ -300,13 +320,68 @@ Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(const std:
   return std::optional<Symbol>(std::move(symbol));
 }
 
+Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(uint64_t file_id, const std::string& path,
+                                                                      uint64_t elf_vaddr, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
+  if (!file) return file.error();
+  return symbol_at(**file, elf_vaddr);
+}
+
+Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(uint64_t file_id, const std::string& path,
+                                                      uint64_t runtime_addr, uint64_t map_start,
+                                                      uint64_t map_file_offset, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
+  if (!file) return file.error();
+  return elf_vaddr_of(**file, path, runtime_addr, map_start, map_file_offset);
+}
+
+Result<std::string> ElfSymbolizer::build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
+  if (!file) return file.error();
+  return (*file)->build_id;
+}
+
+void ElfSymbolizer::forget(uint64_t file_id) {
+  FileKey key;
+  key.file_id = file_id;
+  std::lock_guard lock(mutex_);
+  auto found = cache_.find(key);
+  if (found == cache_.end()) return;
+  lru_.erase(found->second.lru_position);
+  cache_.erase(found);
+}
+
+void ElfSymbolizer::forget_if(const std::function<bool(uint64_t file_id)>& gone) {
+  std::lock_guard lock(mutex_);
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (it->first.file_id != 0 && gone(it->first.file_id)) {
+      lru_.erase(it->second.lru_position);
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(const std::string& path, uint64_t elf_vaddr,
+                                                                      const std::string& root_prefix) {
+  auto file = get(path, root_prefix);
+  if (!file) return file.error();
+  return symbol_at(**file, elf_vaddr);
+}
+
 Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(const std::string& path, uint64_t runtime_addr,
                                                       uint64_t map_start, uint64_t map_file_offset,
                                                       const std::string& root_prefix) {
   auto file = get(path, root_prefix);
   if (!file) return file.error();
+  return elf_vaddr_of(**file, root_prefix + path, runtime_addr, map_start, map_file_offset);
+}
+
+Result<uint64_t> ElfSymbolizer::elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
+                                             uint64_t map_start, uint64_t map_file_offset) {
   if (runtime_addr < map_start) {
-    return make_error(fmt::format("{}{}: address {:#x} is below its mapping start {:#x}", root_prefix, path,
+    return make_error(fmt::format("{}: address {:#x} is below its mapping start {:#x}", name,
                                   runtime_addr, map_start));
   }
   // The loader maps each PT_LOAD from its page-aligned file offset, so a
@@ -316,13 +391,13 @@ Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(const std::string& path, ui
   // offset is the one that was mapped there.
   const uint64_t page_mask = ~(page_size() - 1);
   const LoadSegment* segment = nullptr;
-  for (const LoadSegment& candidate : (*file)->segments) {
+  for (const LoadSegment& candidate : file.segments) {
     const uint64_t mapped_from = candidate.offset & page_mask;
     if (map_file_offset < mapped_from || map_file_offset >= candidate.offset + candidate.filesz) continue;
     if (segment == nullptr || mapped_from > (segment->offset & page_mask)) segment = &candidate;
   }
   if (segment == nullptr) {
-    return make_error(fmt::format("{}{}: no PT_LOAD segment contains file offset {:#x}", root_prefix, path,
+    return make_error(fmt::format("{}: no PT_LOAD segment contains file offset {:#x}", name,
                                   map_file_offset));
   }
   // Unsigned wrap-around is intended: the intermediate terms may underflow,

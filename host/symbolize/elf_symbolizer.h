@@ -4,7 +4,10 @@
 // by hundreds of processes, so each file is read once and cached under its
 // identity (device, inode, mtime, size), not its path: the same path may be a
 // different file in another container, and an upgraded library gets a new
-// entry instead of stale symbols. Thread-safe.
+// entry instead of stale symbols. Callers that identified the file already
+// (a FileID, see executables/file_id.h) use the FileID overloads: the file
+// is then cached under its FileID, read once however many paths reach it.
+// Thread-safe.
 //
 // Symbols come from .symtab and .dynsym; a stripped file (no .symtab) gets its
 // .symtab from the separate debug file when DebugFileFinder finds one.
@@ -17,11 +20,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -68,10 +73,39 @@ class ElfSymbolizer {
   // The separate debug file symbols were read from, if one was used.
   Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
 
+  // Where to look for the separate debug file of a file read through a
+  // path that names nothing (a descriptor, /proc/self/fd/N): its path as the
+  // process sees it and where that process's root is visible from here
+  // ("/proc/PID/root"; "" for this mount namespace). Empty: look by build
+  // ID in this namespace only. Views: read during the call only, and only
+  // when the file is not cached yet.
+  struct DebugLookup {
+    std::string_view path_in_process;
+    std::string_view root_prefix;
+  };
+
+  // The same, for a file the caller identified by its FileID
+  // (executables/file_id.h): cached under that id, so the same library
+  // reached through many paths (a descriptor per process, a copy per
+  // container) is read once; `path` (and `debug`) are used on a miss only.
+  // A file that cannot be read is not cached under its id (the next call
+  // retries).
+  Result<std::optional<Symbol>> symbolize(uint64_t file_id, const std::string& path, uint64_t elf_vaddr,
+                                          const DebugLookup& debug = {});
+  Result<uint64_t> runtime_to_elf_vaddr(uint64_t file_id, const std::string& path, uint64_t runtime_addr,
+                                        uint64_t map_start, uint64_t map_file_offset, const DebugLookup& debug = {});
+  Result<std::string> build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug = {});
+  // Drops what is cached under `file_id` (no process maps it any more).
+  void forget(uint64_t file_id);
+  // forget() for every FileID cached for which `gone` is true.
+  void forget_if(const std::function<bool(uint64_t file_id)>& gone);
+
   size_t cached_file_count() const;
 
  private:
+  // Either a FileID (all else 0) or the identity stat() gives a path.
   struct FileKey {
+    uint64_t file_id = 0;
     uint64_t device = 0;
     uint64_t inode = 0;
     int64_t mtime_sec = 0;
@@ -91,7 +125,14 @@ class ElfSymbolizer {
   // The cached contents of root_prefix + path, loading them on first use.
   // Errors: the file cannot be stat()ed, opened or parsed as ELF.
   Result<std::shared_ptr<const LoadedFile>> get(const std::string& path, const std::string& root_prefix);
-  std::shared_ptr<const LoadedFile> load(const std::string& path, const std::string& root_prefix) const;
+  Result<std::shared_ptr<const LoadedFile>> get(uint64_t file_id, const std::string& path, const DebugLookup& debug);
+  // `path` is the file read; `debug` where its debug file is looked for.
+  Result<std::shared_ptr<const LoadedFile>> get(const FileKey& key, const std::string& path, const DebugLookup& debug,
+                                                bool cache_errors);
+  static Result<std::optional<Symbol>> symbol_at(const LoadedFile& file, uint64_t elf_vaddr);
+  static Result<uint64_t> elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
+                                       uint64_t map_start, uint64_t map_file_offset);
+  std::shared_ptr<const LoadedFile> load(const std::string& path, const DebugLookup& debug) const;
 
   const DebugFileFinder debug_file_finder_;
   const size_t max_cached_files_;

@@ -563,6 +563,64 @@ TEST(CompressedSectionsTest, CompressedSymbolTableIsRead) {
   EXPECT_EQ(symbol->name, "omniprof_fixture_alpha");
 }
 
+// Overwrites ch_size in the compression header of section `name` (an
+// Elf64_Chdr: ch_type, ch_reserved, then ch_size) with `declared`.
+::testing::AssertionResult patch_compressed_size(const std::string& path, const std::string& name, uint64_t declared,
+                                                 uint64_t* compressed_size) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ::testing::AssertionFailure() << "open " << path;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  size_t shstrndx = 0;
+  uint64_t offset = 0;
+  if (elf == nullptr || elf_getshdrstrndx(elf, &shstrndx) != 0) return ::testing::AssertionFailure() << "libelf";
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    const char* section = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (section != nullptr && name == section && (shdr.sh_flags & SHF_COMPRESSED) != 0) {
+      offset = shdr.sh_offset;
+      *compressed_size = shdr.sh_size;
+    }
+  }
+  elf_end(elf);
+  const bool written = offset != 0 && ::pwrite(fd, &declared, sizeof(declared), static_cast<off_t>(offset + 8)) == 8;
+  ::close(fd);
+  if (!written) return ::testing::AssertionFailure() << "no compressed " << name << " in " << path;
+  return ::testing::AssertionSuccess();
+}
+
+// A compressed section whose header lies about its size is refused before
+// anything is inflated, by an error naming the file and the section; the
+// file's other parts (segments, build ID) stay usable.
+TEST(CompressedSectionsTest, LyingUncompressedSizeIsRefusedBeforeInflating) {
+  for (const bool over_cap : {false, true}) {
+    TempDir dir;
+    const std::string path = dir.file(over_cap ? "over_cap" : "over_ratio");
+    fs::copy_file(fixture("symbols_nopie"), path);
+    ASSERT_TRUE(compress_sections(path, {".symtab"}));
+    uint64_t compressed_size = 0;
+    // 2 MiB from a few KiB is far more than 64x; 4 GiB is past the cap.
+    const uint64_t declared = over_cap ? uint64_t{4} << 30 : uint64_t{2} << 20;
+    ASSERT_TRUE(patch_compressed_size(path, ".symtab", declared, &compressed_size));
+    ASSERT_LT(compressed_size * kMaxInflationRatio, declared);
+
+    auto file = ElfFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    auto symbols = file->symbols();
+    ASSERT_FALSE(symbols.ok()) << "inflated a section declaring " << declared << " bytes";
+    EXPECT_NE(symbols.error().message.find(path), std::string::npos) << symbols.error().message;
+    EXPECT_NE(symbols.error().message.find(".symtab"), std::string::npos) << symbols.error().message;
+    EXPECT_NE(symbols.error().message.find(std::to_string(declared)), std::string::npos) << symbols.error().message;
+    EXPECT_FALSE(file->load_segments().empty());
+
+    ElfSymbolizer symbolizer;
+    auto symbol = symbolizer.symbolize(path, 0x401000);
+    ASSERT_FALSE(symbol.ok());
+    EXPECT_NE(symbol.error().message.find(".symtab"), std::string::npos) << symbol.error().message;
+  }
+}
+
 // --- Symbolization -----------------------------------------------------------
 
 class ElfSymbolizerExecutableTest : public ::testing::TestWithParam<std::string> {};
@@ -821,6 +879,33 @@ TEST(DebugFileTest, RootPrefixLocatesFilesOfAnotherMountNamespace) {
   auto build_id_file = symbolizer.debug_file("/lib/libsymbols_fixture_stripped.so", root.path());
   ASSERT_TRUE(build_id_file.ok());
   EXPECT_EQ(*build_id_file, root.path() + "/" + build_id_path);
+}
+
+// A file read through a descriptor (/proc/self/fd/N, what the host keeps
+// for a mapped file) has no name to find its debug file by: the FileID API
+// takes the name the process sees and its root for that.
+TEST(DebugFileTest, FileReadThroughADescriptorFindsItsDebugFileByTheProcessName) {
+  TempDir root;
+  fs::copy_file(fixture("symbols_pie_stripped"), root.file("opt/app/symbols_pie_stripped"));
+  fs::copy_file(fixture(".debug/symbols_pie_stripped.debug"),
+                root.file("opt/app/.debug/symbols_pie_stripped.debug"));
+  const int fd = ::open(root.file("opt/app/symbols_pie_stripped").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string through_fd = "/proc/self/fd/" + std::to_string(fd);
+  const uint64_t alpha = nm_symbols(fixture("symbols_pie")).at("omniprof_fixture_alpha").address + 3;
+
+  ElfSymbolizer with_name{DebugFileFinder("/usr/lib/debug")};
+  auto named = with_name.symbolize(11, through_fd, alpha, {"/opt/app/symbols_pie_stripped", root.path()});
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  ASSERT_TRUE(named->has_value());
+  EXPECT_EQ((*named)->name, "omniprof_fixture_alpha");
+
+  ElfSymbolizer without_name{DebugFileFinder("/usr/lib/debug")};
+  auto unnamed = without_name.symbolize(11, through_fd, alpha);
+  ASSERT_TRUE(unnamed.ok()) << unnamed.error().message;
+  EXPECT_FALSE(unnamed->has_value() && (*unnamed)->name == "omniprof_fixture_alpha")
+      << "the debug file was found without the name: the test proves nothing";
+  ::close(fd);
 }
 
 TEST(DebugFileTest, ProcRootPathsAreSplitIntoPrefixAndPath) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -18,9 +19,10 @@ namespace fs = std::filesystem;
 
 class FakeLoader : public ExecutableLoader {
  public:
-  omniprof_status load(uint64_t file_id, const std::string&, std::string& error) override {
+  omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override {
     std::lock_guard<std::mutex> lock(mutex);
     loads[file_id]++;
+    paths[file_id] = path;
     if (failures_left > 0) {
       failures_left--;
       error = "cannot read it now";
@@ -34,6 +36,7 @@ class FakeLoader : public ExecutableLoader {
   }
   std::mutex mutex;
   std::map<uint64_t, int> loads, unloads;
+  std::map<uint64_t, std::string> paths;  // of the last load
   int failures_left = 0;
   omniprof_status failure = OMNIPROF_ERR_IO;
 };
@@ -250,6 +253,36 @@ TEST(ExecutableInfoManagerTest, PartialLoadsAreLoadedAndCounted) {
   EXPECT_EQ(manager.stats().load_failures, 0u);
 }
 
+// The path handed to the loader is a descriptor the host keeps
+// (/proc/self/fd/N); what keeps it open must live as long as the entry, so
+// that a retry after the process exited still reads the file, and go with it.
+TEST(ExecutableInfoManagerTest, DeferredRetryKeepsTheFileOpenAndTakesTheNewestPath) {
+  FakeLoader loader;
+  loader.failures_left = 1;
+  ExecutableInfoManager manager(loader);
+  auto first_file = std::make_shared<int>(1);
+  std::weak_ptr<int> first_alive = first_file;
+  auto t0 = ExecutableInfoManager::Clock::now();
+  manager.add_or_inc_ref(9, "/proc/self/fd/40", std::move(first_file), "/usr/lib/libssl.so.3");
+  EXPECT_FALSE(manager.is_loaded(9));
+  EXPECT_FALSE(first_alive.expired()) << "the deferred entry let its file go";
+
+  // A second process maps it while it waits: its path and file replace the
+  // first (whose process may be gone by the retry).
+  auto second_file = std::make_shared<int>(2);
+  std::weak_ptr<int> second_alive = second_file;
+  manager.add_or_inc_ref(9, "/proc/self/fd/41", std::move(second_file));
+  EXPECT_TRUE(first_alive.expired());
+  manager.retry_deferred(t0 + ExecutableInfoManager::kMaxRetry);
+  EXPECT_TRUE(manager.is_loaded(9));
+  EXPECT_EQ(loader.paths[9], "/proc/self/fd/41");
+
+  manager.remove_or_dec_ref(9);
+  EXPECT_FALSE(second_alive.expired());
+  manager.remove_or_dec_ref(9);
+  EXPECT_TRUE(second_alive.expired()) << "the last reference must release the file";
+}
+
 TEST(FileIdTest, SameContentsSameIdWhateverThePath) {
   fs::path dir = fs::temp_directory_path() / "omniprof-fileid";
   fs::create_directories(dir);
@@ -286,7 +319,7 @@ TEST(FileIdTest, MissingFileAndDirectoryAreErrorsNamingThePath) {
   EXPECT_NE(missing.error().message.find("/nonexistent/omniprof"), std::string::npos);
   auto dir = compute_file_id("/tmp");
   ASSERT_FALSE(dir);
-  EXPECT_NE(dir.error().message.find("not a regular file"), std::string::npos);
+  EXPECT_NE(dir.error().message.find("is a directory, not a regular file"), std::string::npos) << dir.error().message;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "agent/profile_assembler.h"
+#include "executables/executable_info_manager.h"
+#include "executables/open_executables.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/kernel_symbols.h"
@@ -111,6 +113,54 @@ TEST(ProfileAssemblerTest, ProcessGoneBeforeItWasReadKeepsItsSamples) {
   EXPECT_EQ(samples[0].frames, std::vector<std::string>{"[unknown]+0x401000"});
   EXPECT_EQ(samples[0].labels.at("comm"), "worker-1");  // falls back to the thread name
   EXPECT_EQ(assembler.stats().unknown_processes, 3u);
+}
+
+class NoLoader : public ExecutableLoader {
+ public:
+  omniprof_status load(uint64_t, const std::string&, std::string&) override { return OMNIPROF_OK; }
+  void unload(uint64_t) override {}
+};
+
+// With the tracker identifying files (as in the agent), the second round
+// names the same frames from the symbol cache, reading nothing; a file no
+// process maps any more leaves the cache at the next round.
+TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
+  NoLoader loader;
+  ExecutableInfoManager executables(loader);
+  FileIdCache ids;
+  OpenExecutables files(ids);
+  ElfSymbolizer symbolizer;
+  ProcessTracker processes(nullptr, nullptr);
+  processes.track_executables(&executables, &files, &symbolizer);
+  ProfileAssembler assembler(processes, symbolizer, nullptr, nullptr, &executables);
+
+  auto marker = reinterpret_cast<uint64_t>(&omniprof_assembler_test_marker);
+  RoundSamples round;
+  round.stacks[100] = StackFrames{{marker + 2, marker + 1}, {0, 0}};
+  round.counts[key_for(100, OMNIPROF_STACK_ID_NONE)] = 5;
+  const std::vector<std::string> expected{"omniprof_assembler_test_marker", "omniprof_assembler_test_marker"};
+
+  auto first = decode(assembler.assemble(round, 1000, 0, 1).build());
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].frames, expected);
+  const SymbolCacheStats after_first = assembler.symbol_cache().stats();
+  EXPECT_EQ(after_first.misses, 2u);
+  EXPECT_EQ(after_first.hits, 0u);
+
+  auto second = decode(assembler.assemble(round, 1000, 0, 1).build());
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].frames, expected);
+  EXPECT_EQ(assembler.symbol_cache().stats().misses, 2u);
+  EXPECT_EQ(assembler.symbol_cache().stats().hits, 2u);
+
+  // The process is forgotten (exit, end of round): its files leave the
+  // cache when the next round starts.
+  processes.handle_event(omniprof_event{OMNIPROF_EVENT_EXIT, static_cast<uint32_t>(getpid()), 0});
+  processes.end_round();
+  RoundSamples empty;
+  (void)assembler.assemble(empty, 1000, 0, 1);
+  EXPECT_EQ(assembler.symbol_cache().stats().entries, 0u);
+  EXPECT_EQ(assembler.symbol_cache().stats().forgotten, 2u);
 }
 
 }  // namespace

@@ -111,7 +111,10 @@ struct omniprof_mapping {
   uint64_t start;
   uint64_t end;
   uint64_t file_offset;
-  const char *path; /* as reachable from the host: /proc/PID/root/... */
+  const char *path; /* reaches the file the process maps from the host (also when
+                     * deleted or replaced on disk): /proc/self/fd/N of a
+                     * descriptor the host keeps, or /proc/PID/map_files/...;
+                     * not the name the process sees */
 };
 
 struct omniprof_process {
@@ -180,7 +183,11 @@ struct omniprof_plugin {
 
   /* Optional. The first process mapping the executable file `file_id` (an id
    * computed by the host from the file's contents, the same for every copy
-   * of the file) has appeared; `path` reaches the file from the host. The
+   * of the file) has appeared; `path` reaches the file from the host (a
+   * descriptor the host keeps open, /proc/self/fd/N, until
+   * unload_executable; the number may name another file after that. Past
+   * the host's descriptor budget it is /proc/PID/map_files/..., valid while
+   * that process lives). The
    * native plugin builds and stores its unwind table here. Returns
    * OMNIPROF_OK, OMNIPROF_ERR_NO_SPACE (the host retries later, after
    * unloading others), OMNIPROF_ERR_TOO_LARGE (never retried), or another

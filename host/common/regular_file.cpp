@@ -1,0 +1,47 @@
+#include "common/regular_file.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace omniprof {
+
+const char* file_type_name(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    default: return "an unknown file type";
+  }
+}
+
+Result<RegularFile> open_regular_file(const std::string& path) {
+  RegularFile file;
+  file.fd.reset(::open(path.c_str(), kProcessNamedOpenFlags));
+  if (!file.fd.valid()) {
+    const int error = errno;
+    // open() of a socket fails (ENXIO) and of a directory may succeed or
+    // fail (EISDIR): say what the path is rather than a bare errno.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return make_error(fmt::format("{}: is {}, not a regular file", path, file_type_name(st.st_mode)));
+    }
+    return make_error(fmt::format("{}: {}", path, std::strerror(error)));
+  }
+  if (::fstat(file.fd.get(), &file.st) != 0) {
+    return make_error(fmt::format("{}: fstat: {}", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(file.st.st_mode)) {
+    return make_error(fmt::format("{}: is {}, not a regular file", path, file_type_name(file.st.st_mode)));
+  }
+  return file;
+}
+
+}  // namespace omniprof
