@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "common/regular_file.h"
 #include "common/unique_fd.h"
 #include "symbolize/debug_file_finder.h"
 #include "symbolize/elf_file.h"
@@ -686,9 +687,10 @@ CfiSectionView CfiSection::view() const {
 
 namespace {
 
-// Decompressed sections larger than this are refused: a corrupt (or
-// hostile) header must not make us allocate gigabytes.
-constexpr uint64_t kMaxSectionSize = uint64_t{1} << 30;
+// Sections read whole larger than this are refused: a corrupt (or hostile)
+// header must not make us allocate gigabytes. Compressed ones are bounded
+// by check_inflated_size (host/symbolize/elf_file.h), size and ratio.
+constexpr uint64_t kMaxSectionSize = kMaxInflatedSectionBytes;
 
 // One libelf handle over one file, for its section and program headers. The
 // section contents are read with pread into our own buffers (one read per
@@ -697,10 +699,11 @@ class ElfReader {
  public:
   static Result<ElfReader> open(const std::string& path) {
     if (!libelf_ready()) return make_error(fmt::format("{}: libelf is unusable: {}", path, libelf_error()));
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
+    // A path a process named: never blocks, refuses all but a regular file.
+    auto file = open_regular_file(path);
+    if (!file) return file.error();
+    UniqueFd fd = std::move(file->fd);
+    const struct stat st = file->st;
     Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
     if (elf == nullptr) return make_error(fmt::format("{}: not an ELF file: {}", path, libelf_error()));
     ElfReader reader(path, std::move(fd), elf, static_cast<uint64_t>(st.st_size));
@@ -822,9 +825,9 @@ class ElfReader {
       }
       uncompressed_size = __builtin_bswap64(big_endian_size);
     }
-    if (uncompressed_size > kMaxSectionSize) {
-      return make_error(fmt::format("{}: {}: decompressed size {:#x} is more than the {:#x} this reader accepts", path_,
-                                    section.name, uncompressed_size, kMaxSectionSize));
+    // Bounded before inflating, by the same rule as the host's ELF reader.
+    if (auto bounded = check_inflated_size(path_, section.name, uncompressed_size, header.remaining()); !bounded) {
+      return bounded.error();
     }
     auto buffer = std::make_unique_for_overwrite<uint8_t[]>(uncompressed_size);
     if (auto inflated = inflate_all(header.position(), header.remaining(), buffer.get(), uncompressed_size, section.name);
