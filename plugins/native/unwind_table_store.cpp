@@ -234,6 +234,7 @@ StoreResult UnwindTableStore::add(uint64_t file_id, const std::vector<UnwindRow>
     free_.push_back({shards_ * rows_per_shard_, rows_per_shard_});
   }
   free_ = std::move(plan.free);
+  std::erase_if(free_, [](const FreeRange& r) { return r.length == 0; });
   const std::vector<Placement>& placements = plan.placements;
   auto give_back = [&] {
     for (const auto& p : placements) release(p.start, static_cast<uint32_t>(p.end - p.begin));
