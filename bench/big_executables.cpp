@@ -21,12 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
+
 namespace {
 
 const char* const kLlvm = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
 const char* const kClang = "/usr/lib/x86_64-linux-gnu/libclang-cpp.so.14";
 const char* const kNode = "/usr/bin/node";
-const char* const kScript = "/tmp/omniprof-bench-big.py";
 const char* const kOutput = "/tmp/omniprof-bench-big.txt";
 constexpr double kShardBytes = 131072.0 * 8;  // OMNIPROF_UNWIND_SHARD_BYTES
 
@@ -35,46 +36,6 @@ std::string python() {
     if (access(p, X_OK) == 0) return p;
   }
   return "python3";
-}
-
-// With libraries: load both, call into LLVM. Without: the same loop of
-// interpreter work only.
-const char* const kPython = R"(
-import ctypes, sys, time
-end = time.time() + float(sys.argv[1])
-if len(sys.argv) > 2:
-    llvm = ctypes.CDLL(sys.argv[2])
-    ctypes.CDLL(sys.argv[3])
-    llvm.LLVMContextCreate.restype = ctypes.c_void_p
-    llvm.LLVMContextDispose.argtypes = [ctypes.c_void_p]
-    llvm.LLVMModuleCreateWithNameInContext.restype = ctypes.c_void_p
-    llvm.LLVMModuleCreateWithNameInContext.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-    llvm.LLVMDisposeModule.argtypes = [ctypes.c_void_p]
-    while time.time() < end:
-        context = llvm.LLVMContextCreate()
-        for i in range(20):
-            llvm.LLVMDisposeModule(llvm.LLVMModuleCreateWithNameInContext(b"m", context))
-        llvm.LLVMContextDispose(context)
-x = 0
-while time.time() < end:
-    x += 1
-)";
-
-pid_t spawn(const std::vector<std::string>& args, const char* output = nullptr) {
-  std::fflush(nullptr);  // or the child would print our buffered lines again
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (output) {
-      if (!freopen(output, "w", stdout)) _exit(126);
-      if (!freopen("/dev/null", "w", stderr)) _exit(126);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
 }
 
 double counter(const std::string& output, const std::string& name) {
@@ -92,13 +53,13 @@ struct Figures {
 Figures record(const std::string& omniprof, bool big, int seconds) {
   std::string life = std::to_string(seconds + 60);
   std::vector<pid_t> load;
-  std::vector<std::string> py = {python(), kScript, life};
+  std::vector<std::string> py = {python(), OMNIPROF_LLVM_CALLS_SCRIPT, life};
   if (big) {
     py.push_back(kLlvm);
     py.push_back(kClang);
   }
-  load.push_back(spawn(py));
-  if (big) load.push_back(spawn({kNode, "-e", "const end = Date.now() + " + life + "000; let x = 0; while (Date.now() < end) x++;"}));
+  load.push_back(omniprof::bench::spawn(py));
+  if (big) load.push_back(omniprof::bench::spawn({kNode, "-e", "const end = Date.now() + " + life + "000; let x = 0; while (Date.now() < end) x++;"}));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   std::vector<std::string> args = {omniprof, "record", "--bpf-stats", "-d", std::to_string(seconds), "-o",
                                    "/tmp/omniprof-bench-big.pb.gz"};
@@ -106,7 +67,7 @@ Figures record(const std::string& omniprof, bool big, int seconds) {
     args.push_back("-p");
     args.push_back(std::to_string(pid));
   }
-  pid_t agent = spawn(args, kOutput);
+  pid_t agent = omniprof::bench::spawn(args, kOutput);
   int status = 0;
   rusage usage{};
   wait4(agent, &status, 0, &usage);
@@ -152,7 +113,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::ofstream(kScript) << kPython;
   std::printf("big executables: python + libLLVM-14 + libclang-cpp-14, node; default config; %d s per record\n",
               seconds);
   std::printf("rows/tables: native.unwind_{rows,tables}_stored; B/row: shards x 1 MiB / rows; maps MB: "
@@ -171,7 +131,6 @@ int main(int argc, char** argv) {
     print(agent.name, "plain", record(agent.binary, false, seconds));
     print(agent.name, "big", record(agent.binary, true, seconds));
   }
-  unlink(kScript);
   unlink(kOutput);
   unlink("/tmp/omniprof-bench-big.pb.gz");
   return 0;

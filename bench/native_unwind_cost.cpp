@@ -19,6 +19,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<const char*, std::string>> agents = {{"this", OMNIPROF_BINARY}};
   if (!other.empty()) agents.push_back({"other", other});
   for (int depth : {10, 60, 120}) {
+    // Which agent goes first alternates, so that a change of the machine's
+    // load during the run does not always favour the same one.
+    if (agents.size() > 1 && depth != 10) std::swap(agents[0], agents[1]);
     for (const auto& [name, binary] : agents) {
       Cost with = measure(binary, depth, seconds, "");
       Cost base = measure(binary, depth, seconds, no_native);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -29,26 +28,6 @@ std::string python() {
   return "";
 }
 
-// Loads both libraries, then creates and drops LLVM contexts and modules in
-// a loop, so samples land in libLLVM's code (walked with its table) as well
-// as in the interpreter.
-const char* const kPythonScript = R"(
-import ctypes, sys, time
-llvm = ctypes.CDLL(sys.argv[1])
-ctypes.CDLL(sys.argv[2])
-llvm.LLVMContextCreate.restype = ctypes.c_void_p
-llvm.LLVMContextDispose.argtypes = [ctypes.c_void_p]
-llvm.LLVMModuleCreateWithNameInContext.restype = ctypes.c_void_p
-llvm.LLVMModuleCreateWithNameInContext.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-llvm.LLVMDisposeModule.argtypes = [ctypes.c_void_p]
-end = time.time() + float(sys.argv[3])
-while time.time() < end:
-    context = llvm.LLVMContextCreate()
-    for i in range(20):
-        llvm.LLVMDisposeModule(llvm.LLVMModuleCreateWithNameInContext(b"m", context))
-    llvm.LLVMContextDispose(context)
-)";
-
 // A counter of `omniprof record`'s output, -1 when not printed (zero).
 long long counter(const std::string& output, const std::string& name) {
   std::smatch m;
@@ -69,9 +48,8 @@ TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) 
     }
   }
   std::string dir = temp_dir("big");
-  std::string script = dir + "/big.py";
-  std::ofstream(script) << kPythonScript;
-  BackgroundProcess python_process({py, script, kLlvm, kClang, "30"});
+  // Loads both libraries and calls into LLVM in a loop.
+  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "30", kLlvm, kClang});
   BackgroundProcess node_process({kNode, "-e", "const end = Date.now() + 30000; let x = 0; while (Date.now() < end) x++;"});
   usleep(1000 * 1000);  // both libraries mapped
 
