@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -101,6 +102,36 @@ TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) 
       << whole << " of " << python_samples << " samples reach main or _start; one that does not:" << counterexample;
   ASSERT_GT(in_llvm, 10) << "too few samples in libLLVM to judge";
   EXPECT_GE(in_llvm_whole * 100, in_llvm * 80) << in_llvm_whole << " of " << in_llvm << " samples in libLLVM";
+}
+
+// A budget too small for the scene: what fits is stored, libLLVM (8 shards'
+// worth) is refused as never fitting, nothing grows past the budget, and
+// the agent goes on sampling.
+TEST(BigExecutablesTest, SmallBudgetRefusesWhatCannotFitAndKeepsSampling) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string py = python();
+  if (py.empty() || access(kLlvm, R_OK) != 0 || access(kClang, R_OK) != 0) {
+    if (in_ci()) FAIL() << "python3 or libLLVM-14/libclang-cpp-14 missing in CI";
+    GTEST_SKIP() << "python3 or libLLVM-14/libclang-cpp-14 missing";
+  }
+  std::string dir = temp_dir("big-budget");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "maps:\n  unwind_memory_mb: 3\n";
+  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "30", kLlvm, kClang});
+  usleep(1000 * 1000);
+  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "2", "--config", config, "-p",
+                             std::to_string(python_process.pid()), "-o", dir + "/profile.pb.gz"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(counter(result.out, "host.unwind_shard_budget"), 3) << result.out;
+  long long shards = counter(result.out, "host.unwind_shards");
+  EXPECT_GE(shards, 1) << result.out;
+  EXPECT_LE(shards, 3) << result.out;
+  EXPECT_GT(counter(result.out, "native.unwind_rows_stored"), 0) << result.out;  // libc, libpython, ...
+  EXPECT_LE(counter(result.out, "native.unwind_rows_stored"), 3 * OMNIPROF_ROWS_PER_SHARD) << result.out;
+  EXPECT_GT(counter(result.out, "host.executable_load_failures"), 0) << result.out;
+  EXPECT_NE(result.err.find("libLLVM-14.so.1"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("fit maps.unwind_memory_mb"), std::string::npos) << result.err;
+  EXPECT_GT(counter(result.out, "samples_recorded"), 0) << result.out;
 }
 
 }  // namespace
