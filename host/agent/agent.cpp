@@ -262,7 +262,7 @@ std::vector<StatLine> Agent::stats() const {
   lines.push_back({"host.bpf_map_bytes", bpf_map_memory()});
   // Unwind shards in use, of the budget (maps.unwind_memory_mb).
   lines.push_back({"host.unwind_shards", maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS)});
-  lines.push_back({"host.unwind_shard_budget", config_.unwind_memory_mb * (1ull << 20) / OMNIPROF_UNWIND_SHARD_BYTES});
+  lines.push_back({"host.unwind_shard_budget", maps_->inner_map_budget(OMNIPROF_MAP_UNWIND_SHARDS)});
   auto ps = processes_->stats();
   const auto& as = assembler_->stats();
   auto es = executables_->stats();

@@ -299,10 +299,10 @@ uint32_t BpfMaps::inner_maps(const std::string& name) const {
   return it == inner_maps_.end() ? 0 : static_cast<uint32_t>(it->second.fds.size());
 }
 
-uint64_t BpfMaps::inner_map_bytes(const std::string& name) const {
+uint32_t BpfMaps::inner_map_budget(const std::string& name) const {
   std::lock_guard<std::mutex> lock(inner_mutex_);
   auto it = inner_maps_.find(name);
-  return it == inner_maps_.end() ? 0 : it->second.bytes;
+  return it == inner_maps_.end() ? 0 : it->second.outer_entries;
 }
 
 int BpfMaps::map_fd(const std::string& name) const {

@@ -90,9 +90,10 @@ class BpfMaps {
   // OMNIPROF_ERR_NO_SPACE past the budget or max_entries; *reason says why
   // on any failure. Safe from any thread (omniprof_host_api.create_inner_map).
   omniprof_status create_inner_map(const std::string& name, uint32_t index, int* fd, std::string* reason);
-  // Inner maps created in the map-of-maps `name`, and their bytes.
+  // Inner maps created in the map-of-maps `name`, and how many its budget
+  // allows.
   uint32_t inner_maps(const std::string& name) const;
-  uint64_t inner_map_bytes(const std::string& name) const;
+  uint32_t inner_map_budget(const std::string& name) const;
 
   int map_fd(const std::string& name) const;  // shared maps only; -1 if unknown
   int events_fd() const;

@@ -14,11 +14,7 @@ using unwind::UnwindRow;
 // ---- BpfUnwindMaps -----------------------------------------------------------
 
 StoreResult BpfUnwindMaps::add_shard(uint32_t index) {
-  // A 1.1 host has no create_inner_map (it would also have refused this
-  // plugin, of a newer minor; checked anyway, as the ABI asks).
-  if (host_->struct_size <= OMNIPROF_HOST_API_SIZE_1_1 || !host_->create_inner_map) {
-    return {StoreStatus::kMapError, "the host cannot create unwind shards (plugin ABI before 1.2)"};
-  }
+  // The plugin's create() has checked that the host API has create_inner_map.
   int fd = -1;
   omniprof_status status = host_->create_inner_map(host_->host, OMNIPROF_MAP_UNWIND_SHARDS, index, &fd);
   if (status == OMNIPROF_ERR_NO_SPACE) {

@@ -60,7 +60,8 @@ class UnwindMaps {
 };
 
 // UnwindMaps over the host's maps: shards are created by the host
-// (omniprof_host_api.create_inner_map), which owns them and their fds.
+// (omniprof_host_api.create_inner_map, which `host` must have: ABI 1.2),
+// which owns them and their fds.
 class BpfUnwindMaps : public UnwindMaps {
  public:
   BpfUnwindMaps(const omniprof_host_api* host, int rules_fd, int info_fd)

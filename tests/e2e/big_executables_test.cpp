@@ -95,12 +95,12 @@ TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) 
   std::printf("python: %lld of %lld samples whole, in libLLVM %lld of %lld; %lld rows in %lld shards\n",
               static_cast<long long>(whole), static_cast<long long>(python_samples),
               static_cast<long long>(in_llvm_whole), static_cast<long long>(in_llvm), rows, shards);
-  ASSERT_GT(python_samples, 50) << "too few samples of the Python process to judge\n" << result.out;
+  ASSERT_GT(python_samples, 40) << "too few samples of the Python process to judge\n" << result.out;
   // Samples taken before the tables were built walk by frame pointers only;
   // the rest must reach the bottom of the stack.
   EXPECT_GE(whole * 100, python_samples * 80)
       << whole << " of " << python_samples << " samples reach main or _start; one that does not:" << counterexample;
-  ASSERT_GT(in_llvm, 10) << "too few samples in libLLVM to judge";
+  ASSERT_GT(in_llvm, 8) << "too few samples in libLLVM to judge";
   EXPECT_GE(in_llvm_whole * 100, in_llvm * 80) << in_llvm_whole << " of " << in_llvm << " samples in libLLVM";
 }
 
