@@ -38,7 +38,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
+
 namespace {
+
+using omniprof::bench::spawn;
 
 using Clock = std::chrono::steady_clock;
 
@@ -50,20 +54,6 @@ struct Usage {
   std::map<std::string, double> bpf_ns_per_run;
   bool ok = false;
 };
-
-pid_t spawn(const std::vector<std::string>& args, const char* stdout_path = "/dev/null") {
-  std::fflush(stdout);  // the child must not inherit unwritten output
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen(stdout_path, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
 
 // CPU time of a live process, all threads, in seconds: the first field of
 // each thread's schedstat is its run time in nanoseconds (utime/stime in

@@ -5,7 +5,10 @@
 // the same process with the native plugin disabled (entry program and STOP
 // only: kernel stack, storing, counting), so the difference is the walk.
 //
-//   build/bench/native_unwind_cost [SECONDS]   (root; default 5)
+// With a second omniprof binary (e.g. a build of an earlier commit), each
+// depth is also measured with it, in the same run, for a before/after.
+//
+//   build/bench/native_unwind_cost [SECONDS [OTHER_OMNIPROF]]   (root; default 5)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -45,7 +49,7 @@ struct Cost {
 
 // One copy of the workload per CPU, so that (almost) every sample is one of
 // theirs: idle and filtered-out samples would otherwise share the run time.
-Cost measure(int depth, int seconds, const std::string& config) {
+Cost measure(const std::string& omniprof, int depth, int seconds, const std::string& config) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   std::vector<pid_t> pids;
   std::string pid_args;
@@ -60,7 +64,7 @@ Cost measure(int depth, int seconds, const std::string& config) {
     pid_args += " -p " + std::to_string(pid);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::string command = std::string(OMNIPROF_BINARY) + " record --bpf-stats -d " + std::to_string(seconds) +
+  std::string command = omniprof + " record --bpf-stats -d " + std::to_string(seconds) +
                         pid_args + " -o /tmp/omniprof-bench-unwind.pb.gz" +
                         (config.empty() ? "" : " --config " + config) + " 2>/dev/null";
   std::string output = run(command);
@@ -80,18 +84,27 @@ Cost measure(int depth, int seconds, const std::string& config) {
 
 int main(int argc, char** argv) {
   int seconds = argc > 1 ? std::max(2, atoi(argv[1])) : 5;
+  std::string other = argc > 2 ? argv[2] : "";
   std::string no_native = "/tmp/omniprof-bench-no-native.yaml";
   std::ofstream(no_native) << "runtimes:\n  native: false\n";
   std::printf("BPF cost per sample (kernel run time / samples recorded), %d s per measurement\n", seconds);
-  std::printf("%6s %12s %14s %12s %14s %10s %10s\n", "depth", "frames/smpl", "ns/sample", "baseline ns",
-              "walk ns/frame", "samples", "entry runs");
+  std::printf("%-6s %6s %12s %14s %12s %14s %10s %10s\n", "agent", "depth", "frames/smpl", "ns/sample",
+              "baseline ns", "walk ns/frame", "samples", "entry runs");
+  std::vector<std::pair<const char*, std::string>> agents = {{"this", OMNIPROF_BINARY}};
+  if (!other.empty()) agents.push_back({"other", other});
   for (int depth : {10, 60, 120}) {
-    Cost with = measure(depth, seconds, "");
-    Cost base = measure(depth, seconds, no_native);
-    double frames = with.samples > 0 ? static_cast<double>(with.frames) / with.samples : 0;
-    double per_frame = frames > 0 ? (with.ns_per_sample - base.ns_per_sample) / frames : 0;
-    std::printf("%6d %12.1f %14ld %12ld %14.0f %10ld %10ld\n", depth, frames, with.ns_per_sample,
-                base.ns_per_sample, per_frame, with.samples, with.entry_runs);
+    // Which agent goes first alternates, so that a change of the machine's
+    // load during the run does not always favour the same one.
+    if (agents.size() > 1 && depth != 10) std::swap(agents[0], agents[1]);
+    for (const auto& [name, binary] : agents) {
+      Cost with = measure(binary, depth, seconds, "");
+      Cost base = measure(binary, depth, seconds, no_native);
+      double frames = with.samples > 0 ? static_cast<double>(with.frames) / with.samples : 0;
+      double per_frame = frames > 0 ? (with.ns_per_sample - base.ns_per_sample) / frames : 0;
+      std::printf("%-6s %6d %12.1f %14ld %12ld %14.0f %10ld %10ld\n", name, depth, frames, with.ns_per_sample,
+                  base.ns_per_sample, per_frame, with.samples, with.entry_runs);
+      std::fflush(stdout);
+    }
   }
   unlink(no_native.c_str());
   unlink("/tmp/omniprof-bench-unwind.pb.gz");

@@ -14,8 +14,9 @@ PACKAGES=(
   # host libraries
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libprotobuf-dev protobuf-compiler libcli11-dev libxxhash-dev
-  # runtimes the unwinder is checked against
-  ruby
+  # runtimes the unwinder is checked against (clang and llvm above also
+  # bring libLLVM-14 and libclang-cpp-14, the big executables of the e2e test)
+  ruby python3 nodejs
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
 )

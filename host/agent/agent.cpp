@@ -125,7 +125,7 @@ Result<void> Agent::start() {
   if (!maps) return maps.error();
   maps_ = std::move(*maps);
   MapSizes sizes{config_.stack_traces_entries, config_.stack_counts_entries, config_.process_entries,
-                 config_.unwind_shards, config_.executable_entries};
+                 config_.unwind_memory_mb, config_.executable_entries};
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
   if (auto r = maps_->load(); !r) {
@@ -279,6 +279,9 @@ std::vector<StatLine> Agent::stats() const {
     }
   }
   lines.push_back({"host.bpf_map_bytes", bpf_map_memory()});
+  // Unwind shards in use, of the budget (maps.unwind_memory_mb).
+  lines.push_back({"host.unwind_shards", maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS)});
+  lines.push_back({"host.unwind_shard_budget", maps_->inner_map_budget(OMNIPROF_MAP_UNWIND_SHARDS)});
   auto ps = processes_->stats();
   const auto& as = assembler_->stats();
   auto es = executables_->stats();

@@ -22,7 +22,7 @@ const std::vector<std::string>& BpfMaps::shared_map_names() {
   static const std::vector<std::string> names = {
       OMNIPROF_MAP_PROGRAMS,     OMNIPROF_MAP_STACK_COUNTS,  OMNIPROF_MAP_STACK_TRACES,
       OMNIPROF_MAP_PROCESS_INFO, OMNIPROF_MAP_PERCPU_STATS, OMNIPROF_MAP_UNWIND_STATE,
-      OMNIPROF_MAP_UNWIND_ROWS,  OMNIPROF_MAP_UNWIND_RULES,  OMNIPROF_MAP_UNWIND_INFO,
+      OMNIPROF_MAP_UNWIND_SHARDS, OMNIPROF_MAP_UNWIND_RULES, OMNIPROF_MAP_UNWIND_INFO,
       OMNIPROF_MAP_EVENTS,       OMNIPROF_MAP_EVENT_REQUESTS};
   return names;
 }
@@ -34,17 +34,42 @@ BpfMaps::~BpfMaps() {
 Result<std::unique_ptr<BpfMaps>> BpfMaps::open() {
   entry_bpf* skel = entry_bpf__open();
   if (!skel) return make_error(fmt::format("cannot open the entry BPF object: {}", errno_text(errno)));
-  return std::unique_ptr<BpfMaps>(new BpfMaps(skel));
+  auto maps = std::unique_ptr<BpfMaps>(new BpfMaps(skel));
+  // The default sizes, so that every map-of-maps has its template recorded.
+  if (auto r = maps->adjust_map_sizes(MapSizes{}); !r) return r.error();
+  return maps;
 }
 
 Result<void> BpfMaps::adjust_map_sizes(const MapSizes& sizes) {
+  // unwind_shards starts empty; its inner maps, created on demand, may take
+  // up to the budget, which is also how many of them it can hold.
+  bpf_map* shards = skel_->maps.unwind_shards;
+  const bpf_map* shard = bpf_map__inner_map(shards);
+  if (!shard) return make_error("unwind_shards has no inner-map template");
+  InnerMaps pool;
+  pool.type = bpf_map__type(shard);
+  pool.key_size = bpf_map__key_size(shard);
+  pool.value_size = bpf_map__value_size(shard);
+  pool.max_entries = bpf_map__max_entries(shard);
+  pool.flags = bpf_map__map_flags(shard);
+  pool.budget_bytes = static_cast<uint64_t>(sizes.unwind_memory_mb) << 20;
+  pool.outer_entries = static_cast<uint32_t>(pool.budget_bytes / pool.map_bytes());
+  if (pool.outer_entries == 0) {
+    return make_error(fmt::format("an unwind memory budget of {} MiB holds no {}-byte shard",
+                                  sizes.unwind_memory_mb, pool.map_bytes()));
+  }
+  uint32_t shard_entries = pool.outer_entries;
+  {
+    std::lock_guard<std::mutex> lock(inner_mutex_);
+    inner_maps_[OMNIPROF_MAP_UNWIND_SHARDS] = std::move(pool);
+  }
   struct {
     bpf_map* map;
     uint32_t entries;
   } resizes[] = {{skel_->maps.stack_traces, sizes.stack_traces},
                  {skel_->maps.stack_counts, sizes.stack_counts},
                  {skel_->maps.process_info, sizes.processes},
-                 {skel_->maps.unwind_rows, sizes.unwind_shards * OMNIPROF_ROWS_PER_SHARD},
+                 {shards, shard_entries},
                  {skel_->maps.executable_unwind_info, sizes.executables}};
   for (auto& r : resizes) {
     if (int err = bpf_map__set_max_entries(r.map, r.entries); err) {
@@ -213,6 +238,71 @@ Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
     for (uint64_t v : per_cpu) totals[i] += v;
   }
   return totals;
+}
+
+uint64_t BpfMaps::InnerMaps::map_bytes() const {
+  // An ARRAY's elements are 8-byte aligned; the kernel adds a few hundred
+  // bytes of its own per map, which host.bpf_map_bytes (memlock) includes.
+  return static_cast<uint64_t>((value_size + 7) / 8 * 8) * max_entries;
+}
+
+omniprof_status BpfMaps::create_inner_map(const std::string& name, uint32_t index, int* fd,
+                                          std::string* reason) {
+  auto fail = [&](omniprof_status status, std::string why) {
+    if (reason) *reason = std::move(why);
+    return status;
+  };
+  if (!fd) return fail(OMNIPROF_ERR_INVALID_ARGUMENT, "no fd to write to");
+  std::lock_guard<std::mutex> lock(inner_mutex_);
+  auto it = inner_maps_.find(name);
+  int outer_fd = map_fd(name);
+  if (it == inner_maps_.end() || outer_fd < 0) {
+    return fail(OMNIPROF_ERR_INVALID_ARGUMENT, fmt::format("{} is not a shared map-of-maps", name));
+  }
+  InnerMaps& pool = it->second;
+  if (auto existing = pool.fds.find(index); existing != pool.fds.end()) {
+    *fd = existing->second.get();
+    return OMNIPROF_OK;
+  }
+  if (index >= pool.outer_entries) {
+    return fail(OMNIPROF_ERR_NO_SPACE, fmt::format("{}[{}]: past its {} entries (the memory budget)", name,
+                                                   index, pool.outer_entries));
+  }
+  if (pool.bytes + pool.map_bytes() > pool.budget_bytes) {
+    return fail(OMNIPROF_ERR_NO_SPACE, fmt::format("{}[{}]: {} more bytes would pass the budget of {}", name,
+                                                   index, pool.map_bytes(), pool.budget_bytes));
+  }
+  LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = pool.flags);
+  std::string inner_name = fmt::format("{}_{}", name.substr(0, 8), index);  // BPF_OBJ_NAME_LEN 16
+  UniqueFd inner(bpf_map_create(static_cast<bpf_map_type>(pool.type), inner_name.c_str(), pool.key_size,
+                                pool.value_size, pool.max_entries, &opts));
+  if (!inner.valid()) {
+    return fail(OMNIPROF_ERR_NO_MEMORY, fmt::format("cannot create {}[{}] ({} bytes): {}", name, index,
+                                                    pool.map_bytes(), errno_text(errno)));
+  }
+  int inner_fd = inner.get();
+  // BPF_ANY: fd arrays take no other flag; the index is known to be empty.
+  if (bpf_map_update_elem(outer_fd, &index, &inner_fd, BPF_ANY) != 0) {
+    return fail(OMNIPROF_ERR_NO_MEMORY,
+                fmt::format("cannot put the new map in {}[{}]: {}", name, index, errno_text(errno)));
+  }
+  pool.bytes += pool.map_bytes();
+  *fd = inner_fd;
+  pool.fds.emplace(index, std::move(inner));
+  log().debug("{}[{}] created: {} of {} bytes of the budget in use", name, index, pool.bytes, pool.budget_bytes);
+  return OMNIPROF_OK;
+}
+
+uint32_t BpfMaps::inner_maps(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(inner_mutex_);
+  auto it = inner_maps_.find(name);
+  return it == inner_maps_.end() ? 0 : static_cast<uint32_t>(it->second.fds.size());
+}
+
+uint32_t BpfMaps::inner_map_budget(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(inner_mutex_);
+  auto it = inner_maps_.find(name);
+  return it == inner_maps_.end() ? 0 : it->second.outer_entries;
 }
 
 int BpfMaps::map_fd(const std::string& name) const {

@@ -6,14 +6,18 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "omniprof/bpf/abi.h"
+#include "omniprof/plugin.h"
 
 struct entry_bpf;
 struct bpf_object;
@@ -24,7 +28,9 @@ struct MapSizes {
   uint32_t stack_traces = OMNIPROF_DEFAULT_STACK_TRACES;
   uint32_t stack_counts = OMNIPROF_DEFAULT_STACK_COUNTS;
   uint32_t processes = OMNIPROF_DEFAULT_PROCESSES;
-  uint32_t unwind_shards = OMNIPROF_DEFAULT_UNWIND_SHARDS;
+  // Budget of the unwind shards (inner maps of unwind_shards), created on
+  // demand; also the max_entries of unwind_shards (1 MiB shards).
+  uint32_t unwind_memory_mb = OMNIPROF_DEFAULT_UNWIND_MEMORY_MB;
   uint32_t executables = OMNIPROF_DEFAULT_EXECUTABLES;
 };
 
@@ -78,6 +84,17 @@ class BpfMaps {
   // percpu_stats summed over CPUs, OMNIPROF_NUM_STATS entries.
   Result<std::vector<uint64_t>> read_stats() const;
 
+  // Creates the inner map at `index` of the shared map-of-maps `name`, shaped
+  // like its template, within that map's budget; keeps its fd for life and
+  // writes it to *fd (the existing one if the index is already filled).
+  // OMNIPROF_ERR_NO_SPACE past the budget or max_entries; *reason says why
+  // on any failure. Safe from any thread (omniprof_host_api.create_inner_map).
+  omniprof_status create_inner_map(const std::string& name, uint32_t index, int* fd, std::string* reason);
+  // Inner maps created in the map-of-maps `name`, and how many its budget
+  // allows.
+  uint32_t inner_maps(const std::string& name) const;
+  uint32_t inner_map_budget(const std::string& name) const;
+
   int map_fd(const std::string& name) const;  // shared maps only; -1 if unknown
   int events_fd() const;
   entry_bpf* skeleton() { return skel_; }
@@ -89,7 +106,20 @@ class BpfMaps {
   enum class Support { kUnknown, kYes, kNo };
   explicit BpfMaps(entry_bpf* skel) : skel_(skel) {}
 
+  // A shared map-of-maps: its inner-map template (read before load: libbpf
+  // frees it once the outer map exists), budget and the inner maps made.
+  struct InnerMaps {
+    uint32_t type = 0, key_size = 0, value_size = 0, max_entries = 0, flags = 0;
+    uint64_t budget_bytes = 0;
+    uint32_t outer_entries = 0;
+    uint64_t bytes = 0;
+    std::map<uint32_t, UniqueFd> fds;
+    uint64_t map_bytes() const;  // data bytes of one inner map
+  };
+
   entry_bpf* skel_ = nullptr;
+  mutable std::mutex inner_mutex_;
+  std::map<std::string, InnerMaps> inner_maps_;
   std::unordered_map<std::string, int> shared_fds_;
   std::unordered_set<uint64_t> unreferenced_last_drain_;
   Support lookup_and_delete_ = Support::kUnknown;

@@ -42,8 +42,9 @@ constexpr IntegerRange kFrequencyRange{1, 1000};
 constexpr IntegerRange kRoundSecondsRange{1, 3600};
 constexpr IntegerRange kStackMapRange{1024, 1048576};
 constexpr IntegerRange kProcessMapRange{64, 1048576};
-// A shard is OMNIPROF_ROWS_PER_SHARD rows of 8 bytes (1 MiB).
-constexpr IntegerRange kUnwindShardRange{1, 1024};
+// Unwind rows come in shards of OMNIPROF_ROWS_PER_SHARD rows of 8 bytes
+// (1 MiB): at least one, at most 4 GiB of them.
+constexpr IntegerRange kUnwindMemoryMbRange{1, 4096};
 constexpr IntegerRange kExecutableMapRange{64, 1048576};
 constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
 
@@ -105,15 +106,21 @@ class DocumentApplier {
     if (key == "pids") return read_pids(entry);
     if (key == "maps") {
       return apply_section(
-          entry, {"stack_traces", "stack_counts", "processes", "unwind_shards", "executables"},
-          [&](const Located& field) {
+          entry,
+          {"stack_traces", "stack_counts", "processes", "unwind_memory_mb", "unwind_shards", "executables"},
+          [&](const Located& field) -> Result<void> {
             const std::string& name = field.key;
             if (name == "stack_traces")
               return read_unsigned(field, kStackMapRange, config_.stack_traces_entries);
             if (name == "stack_counts")
               return read_unsigned(field, kStackMapRange, config_.stack_counts_entries);
-            if (name == "unwind_shards")
-              return read_unsigned(field, kUnwindShardRange, config_.unwind_shards);
+            if (name == "unwind_memory_mb")
+              return read_unsigned(field, kUnwindMemoryMbRange, config_.unwind_memory_mb);
+            if (name == "unwind_shards") {
+              return error_at(field,
+                              "replaced by maps.unwind_memory_mb: unwind shards (1 MiB each) are now "
+                              "created as tables need them, up to that many MiB");
+            }
             if (name == "executables")
               return read_unsigned(field, kExecutableMapRange, config_.executable_entries);
             return read_unsigned(field, kProcessMapRange, config_.process_entries);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "omniprof/bpf/abi.h"
 
 namespace omniprof {
 
@@ -34,7 +35,10 @@ struct Config {
   uint32_t stack_traces_entries = 10240;  // maps.stack_traces
   uint32_t stack_counts_entries = 10240;  // maps.stack_counts
   uint32_t process_entries = 4096;        // maps.processes
-  uint32_t unwind_shards = 8;             // maps.unwind_shards: 1 MiB of unwind rows each
+  // maps.unwind_memory_mb: unwind rows grow on demand, 1 MiB shard by shard,
+  // up to this. (maps.unwind_shards, the fixed preallocated count it
+  // replaces, is an error saying so.)
+  uint32_t unwind_memory_mb = OMNIPROF_DEFAULT_UNWIND_MEMORY_MB;
   uint32_t executable_entries = 2048;     // maps.executables: executables with unwind tables
   std::string log_level = "info";         // debug, info, warn or error
 

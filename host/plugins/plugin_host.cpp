@@ -77,6 +77,15 @@ omniprof_status api_elf_symbol(void* host, const char* path, const char* symbol,
   return OMNIPROF_OK;
 }
 
+omniprof_status api_create_inner_map(void* host, const char* map_name, uint32_t index, int* fd) {
+  auto* ctx = static_cast<ApiContext*>(host);
+  if (!ctx->maps || !map_name || !fd) return OMNIPROF_ERR_INVALID_ARGUMENT;
+  std::string reason;
+  omniprof_status status = ctx->maps->create_inner_map(map_name, index, fd, &reason);
+  if (status != OMNIPROF_OK) log().warn("a plugin's request for an inner map refused: {}", reason);
+  return status;
+}
+
 // Finds a `const volatile` global in an object's .rodata through BTF and sets
 // it before load (how third-party unwinders learn their assigned slot).
 bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
@@ -124,6 +133,7 @@ PluginHost::PluginHost(BpfMaps* maps, ElfSymbolizer* symbolizer)
   api_.map_fd = api_map_fd;
   api_.read_process_memory = api_read_process_memory;
   api_.elf_symbol = api_elf_symbol;
+  api_.create_inner_map = api_create_inner_map;
 }
 
 PluginHost::~PluginHost() {

@@ -5,9 +5,10 @@
  * code, executables whose table is not loaded yet or did not fit).
  *
  * Per frame: find the process's mapping holding the pc (binary search in
- * process_info), the executable's chunk holding it, the last row at or
- * before it (binary search in unwind_rows), then recover CFA, return address
- * and rbp from the row's rule.
+ * process_info), the executable's chunk holding it (binary search in
+ * executable_unwind_info), the chunk's shard (an inner map of
+ * unwind_shards), the last row at or before the pc (binary search in that
+ * shard), then recover CFA, return address and rbp from the row's rule.
  *
  * Each run walks up to FRAMES_PER_PROGRAM frames, then tail-calls its own
  * slot to continue with a fresh instruction budget: the depth is bounded by
@@ -18,7 +19,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define FRAMES_PER_PROGRAM 6
+/* The verifier walks every frame of a run: with the two-level row lookup,
+ * 6 frames cost it ~490k instructions on 6.18 (of its 1M limit), 5 frames
+ * ~400k, which leaves room for older verifiers. 5 x 29 runs > 128 frames. */
+#define FRAMES_PER_PROGRAM 5
 
 enum step_result {
   STEP_CONTINUE = 0,
@@ -73,6 +77,30 @@ static __always_inline struct omniprof_process_mapping *find_mapping(struct omni
   return pc < mapping->end ? mapping : NULL;
 }
 
+/* The chunk of an executable's table that covers `pc`, or NULL. */
+static __always_inline struct omniprof_unwind_chunk *find_chunk(struct omniprof_executable_unwind_info *info,
+                                                                __u64 pc) {
+  __u32 count = info->num_chunks;
+  if (count > OMNIPROF_MAX_CHUNKS) count = OMNIPROF_MAX_CHUNKS;
+  /* Chunks are sorted and do not overlap: lo ends as the number of chunks
+   * starting at or before pc. A constant bound (log2 + 1 steps) and an index
+   * masked into the array, so the verifier sees every access in bounds
+   * without tracking lo and hi. */
+  __u32 lo = 0, hi = count;
+  for (int i = 0; i <= OMNIPROF_CHUNK_SEARCH_STEPS; i++) {
+    if (lo >= hi) break;
+    __u32 mid = (lo + hi) / 2;
+    if (info->chunks[mid & (OMNIPROF_MAX_CHUNKS - 1)].low_pc <= pc) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) return NULL;
+  struct omniprof_unwind_chunk *chunk = &info->chunks[(lo - 1) & (OMNIPROF_MAX_CHUNKS - 1)];
+  return pc - chunk->low_pc < chunk->high_offset ? chunk : NULL;
+}
+
 /* The rule in effect at `pc` (an ELF virtual address) of an executable, or
  * NULL with the reason counted. */
 static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u64 pc) {
@@ -81,17 +109,22 @@ static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_TABLE);
     return NULL;
   }
-  struct omniprof_unwind_chunk *chunk = NULL;
-  for (int i = 0; i < OMNIPROF_MAX_CHUNKS; i++) {
-    if (i >= info->num_chunks) break;
-    struct omniprof_unwind_chunk *c = &info->chunks[i];
-    if (pc >= c->low_pc && pc < c->high_pc) {
-      chunk = c;
-      break;
-    }
-  }
+  struct omniprof_unwind_chunk *chunk = find_chunk(info, pc);
   if (!chunk || chunk->num_rows == 0) {
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
+    return NULL;
+  }
+  /* Two levels: the shard (an inner map of unwind_shards), then its rows.
+   * The verifier types the inner lookup's result as a map of the template's
+   * shape (struct omniprof_unwind_shard_map), so the row lookups below are
+   * inlined array accesses, bounds-checked against OMNIPROF_ROWS_PER_SHARD.
+   * A shard the chunk names but unwind_shards lacks cannot happen while the
+   * store keeps its shards for life; if it ever does, it is counted, never
+   * silently taken for "no table". */
+  __u32 shard_index = chunk->shard;
+  void *shard = bpf_map_lookup_elem(&unwind_shards, &shard_index);
+  if (!shard) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_SHARD);
     return NULL;
   }
   __u32 target = (__u32)(pc - chunk->low_pc);
@@ -102,8 +135,14 @@ static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u
     if (lo >= hi) break;
     __u32 mid = (lo + hi) / 2;
     __u32 index = first + mid;
-    struct omniprof_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &index);
-    if (!row) return NULL;
+    struct omniprof_unwind_row *row = bpf_map_lookup_elem(shard, &index);
+    if (!row) {
+      /* Past the shard's end (a corrupt chunk): counted as no row below.
+       * No count here: a helper call in the loop body multiplies the
+       * states the verifier walks. */
+      lo = 0;
+      break;
+    }
     if (row->pc_offset <= target) {
       lo = mid + 1;
     } else {
@@ -115,8 +154,11 @@ static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u
     return NULL;
   }
   __u32 index = first + lo - 1;
-  struct omniprof_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &index);
-  if (!row) return NULL;
+  struct omniprof_unwind_row *row = bpf_map_lookup_elem(shard, &index);
+  if (!row) {
+    omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
+    return NULL;
+  }
   __u32 rule_index = row->rule;
   return bpf_map_lookup_elem(&unwind_rules, &rule_index);
 }

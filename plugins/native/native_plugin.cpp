@@ -5,13 +5,16 @@
 // tables (so it has no symbolize_frame hook), and every process is its own
 // (so it has no detect_process hook).
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include <omniprof/plugin.hpp>
 
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 #include <string>
+#include <vector>
 
 #include "native.skel.h"
 #include "unwind/unwind_table.h"
@@ -40,6 +43,9 @@ const char* const kStatNames[] = {
     "no_row",
     "unsupported_rule",
     "stop_sp_not_ascending",
+    "no_shard",
+    "unwind_rows_stored",
+    "unwind_tables_stored",
 };
 static_assert(sizeof(kStatNames) / sizeof(kStatNames[0]) ==
               OMNIPROF_STAT_NATIVE_END - OMNIPROF_STATS_BASE(OMNIPROF_SLOT_NATIVE));
@@ -50,6 +56,7 @@ struct NativeUnwinder {
   omniprof::sdk::HostLog log;
   std::unique_ptr<BpfUnwindMaps> maps;  // null without BPF (omniprof debug)
   std::unique_ptr<UnwindTableStore> store;
+  int stats_fd = -1;
 };
 
 // "N malformed FDEs skipped (first: where: why)" for a table some of whose
@@ -101,6 +108,22 @@ class HostWriteBuffer : public std::streambuf {
   void* context_;
 };
 
+// What the store holds, as gauges in the plugin's own percpu_stats range
+// (summed over CPUs by the host, so the value goes in CPU 0's slot): the
+// host prints them with every other counter.
+void publish_store_gauges(const NativeUnwinder& self) {
+  if (self.stats_fd < 0 || !self.store) return;
+  static const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return;
+  std::vector<uint64_t> values(static_cast<size_t>(cpus), 0);
+  auto set = [&](uint32_t stat, uint64_t value) {
+    values[0] = value;
+    bpf_map_update_elem(self.stats_fd, &stat, values.data(), BPF_ANY);
+  };
+  set(OMNIPROF_STAT_NATIVE_ROWS_STORED, self.store->rows_used());
+  set(OMNIPROF_STAT_NATIVE_TABLES_STORED, self.store->executables());
+}
+
 uint32_t map_max_entries(int fd) {
   bpf_map_info info{};
   uint32_t len = sizeof(info);
@@ -112,17 +135,23 @@ omniprof_status create(const omniprof_host_api* host, const char* /*data_dir*/,
                        uint32_t /*assigned_slot*/, void** instance, char* error) {
   return omniprof::sdk::guarded(error, [&] {
     auto unwinder = std::make_unique<NativeUnwinder>(NativeUnwinder{omniprof::sdk::HostLog(host), nullptr, nullptr});
-    int rows = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_ROWS);
+    int shards = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_SHARDS);
     int rules = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_RULES);
     int info = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_INFO);
-    if (rows >= 0 && rules >= 0 && info >= 0) {
-      uint32_t shards = map_max_entries(rows) / OMNIPROF_ROWS_PER_SHARD;
-      if (shards == 0) {
-        omniprof::sdk::set_error(error, "unwind_rows holds less than one shard");
+    if (shards >= 0 && rules >= 0 && info >= 0) {
+      if (host->struct_size <= OMNIPROF_HOST_API_SIZE_1_1 || !host->create_inner_map) {
+        omniprof::sdk::set_error(error, "the host cannot create unwind shards (host API before 1.2)");
+        return OMNIPROF_ERR_UNSUPPORTED;
+      }
+      // The host sized unwind_shards to its budget (maps.unwind_memory_mb).
+      uint32_t max_shards = map_max_entries(shards);
+      if (max_shards == 0) {
+        omniprof::sdk::set_error(error, "unwind_shards has room for no shard");
         return OMNIPROF_ERR_INVALID_ARGUMENT;
       }
-      unwinder->maps = std::make_unique<BpfUnwindMaps>(rows, rules, info);
-      unwinder->store = std::make_unique<UnwindTableStore>(*unwinder->maps, shards);
+      unwinder->maps = std::make_unique<BpfUnwindMaps>(host, rules, info);
+      unwinder->store = std::make_unique<UnwindTableStore>(*unwinder->maps, max_shards);
+      unwinder->stats_fd = host->map_fd(host->host, OMNIPROF_MAP_PERCPU_STATS);
     }
     *instance = unwinder.release();
     return OMNIPROF_OK;
@@ -147,16 +176,17 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
     // No call-frame information: frame pointers are all there is for it.
     if (table->rows.empty()) return OMNIPROF_OK;
     auto stored = self->store->add(file_id, table->rows);
+    publish_store_gauges(*self);
     switch (stored.status) {
       case StoreStatus::kOk:
         return OMNIPROF_OK;
       case StoreStatus::kNoSpace:
-        omniprof::sdk::set_error(error, stored.message + " (raise maps.unwind_shards)");
-        return OMNIPROF_ERR_NO_SPACE;
       case StoreStatus::kTooManyChunks:
-      case StoreStatus::kChunkTooWide:
-        // No amount of room makes these fit: retrying or evicting others
-        // for them would only churn.
+        omniprof::sdk::set_error(error, stored.message + " (raise maps.unwind_memory_mb)");
+        return OMNIPROF_ERR_NO_SPACE;
+      case StoreStatus::kTooLarge:
+        // No amount of room makes it fit: retrying or evicting others for
+        // it would only churn.
         omniprof::sdk::set_error(error, stored.message + " (" + std::to_string(table->rows.size()) + " rows)");
         return OMNIPROF_ERR_TOO_LARGE;
       case StoreStatus::kMapError:
@@ -169,7 +199,9 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
 
 void unload_executable(void* instance, uint64_t file_id) {
   auto* self = static_cast<NativeUnwinder*>(instance);
-  if (self->store) self->store->remove(file_id);
+  if (!self->store) return;
+  self->store->remove(file_id);
+  publish_store_gauges(*self);
 }
 
 omniprof_status debug_command(void* instance, const char* command, const char* argument,
@@ -193,7 +225,7 @@ omniprof_status debug_command(void* instance, const char* command, const char* a
 omniprof_plugin make_entry() {
   omniprof_plugin entry = omniprof::sdk::make_plugin_entry();
   entry.name = "native";
-  entry.version = "0.2.0";
+  entry.version = "0.3.0";
   entry.runtime = "native";
   entry.module_type = OMNIPROF_MODULE_NATIVE;
   size_t size = 0;

@@ -54,6 +54,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
   EXPECT_EQ(config.stack_traces_entries, 10240u);
   EXPECT_EQ(config.stack_counts_entries, 10240u);
   EXPECT_EQ(config.process_entries, 4096u);
+  EXPECT_EQ(config.unwind_memory_mb, 48u);
   EXPECT_EQ(config.log_level, "info");
 }
 
@@ -165,7 +166,7 @@ TEST(ConfigTest, UnknownNestedKey) {
             "omniprof.yaml:5: sampling.frequncy_hz: unknown key (known: frequency_hz)");
   EXPECT_EQ(parse_error("maps:\n  stack_traces: 2048\n  stacks: 2048\n"),
             "omniprof.yaml:3: maps.stacks: unknown key (known: stack_traces, stack_counts, "
-            "processes, unwind_shards, executables)");
+            "processes, unwind_memory_mb, unwind_shards, executables)");
   EXPECT_EQ(parse_error("output:\n  dir: /tmp\n"),
             "omniprof.yaml:2: output.dir: unknown key (known: directory)");
 }
@@ -220,6 +221,18 @@ TEST(ConfigTest, OutOfRange) {
   // Too large even for 64 bits: still "out of range", not "not an integer".
   EXPECT_EQ(parse_error("round_seconds: 99999999999999999999999\n"),
             "omniprof.yaml:1: round_seconds: 99999999999999999999999 is out of range 1..3600");
+}
+
+TEST(ConfigTest, UnwindMemoryBudget) {
+  auto config = parse("maps:\n  unwind_memory_mb: 200\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->unwind_memory_mb, 200u);
+  EXPECT_EQ(parse_error("maps:\n  unwind_memory_mb: 0\n"),
+            "omniprof.yaml:2: maps.unwind_memory_mb: 0 is out of range 1..4096");
+  // The fixed shard count it replaces says what to use instead.
+  EXPECT_EQ(parse_error("maps:\n  unwind_shards: 8\n"),
+            "omniprof.yaml:2: maps.unwind_shards: replaced by maps.unwind_memory_mb: unwind shards "
+            "(1 MiB each) are now created as tables need them, up to that many MiB");
 }
 
 TEST(ConfigTest, NegativeNumbersDoNotWrapAround) {

@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 1.
+/* omniprof plugin boundary, version 1.2.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 1
-#define OMNIPROF_PLUGIN_ABI_MINOR 1
+#define OMNIPROF_PLUGIN_ABI_MINOR 2
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -96,7 +96,35 @@ struct omniprof_host_api {
    * address) and size, OMNIPROF_NOT_MINE if absent, or an error. */
   omniprof_status (*elf_symbol)(void *host, const char *path, const char *symbol,
                                 uint64_t *value, uint64_t *size);
+
+  /* ---- ABI 1.2 ------------------------------------------------------------
+   * Present when struct_size covers them (check before calling: a plugin
+   * may be handed the API of an older host build). */
+
+  /* Creates the inner map at `index` of the shared map-of-maps `map_name`
+   * (an ARRAY_OF_MAPS of bpf/include/omniprof/bpf/abi.h, such as
+   * OMNIPROF_MAP_UNWIND_SHARDS), shaped like that map's inner-map template,
+   * puts it there and writes its fd to *fd; if that index already holds a
+   * map the host created, writes that map's fd instead.
+   *
+   * Ownership: the host owns the new map and its fd, keeps both until
+   * `destroy` returns, and counts the map's memory in its own (the
+   * host.bpf_map_bytes counter). The plugin writes through the fd but must
+   * not close it.
+   * Budget: each map-of-maps has a memory budget in the host's config
+   * (unwind_shards: maps.unwind_memory_mb, which also sets its max_entries);
+   * an index at or past max_entries, or a map that would take the inner
+   * maps past the budget, is refused with OMNIPROF_ERR_NO_SPACE.
+   * Other errors: OMNIPROF_ERR_INVALID_ARGUMENT (no such shared
+   * map-of-maps, fd is NULL), OMNIPROF_ERR_NO_MEMORY (the kernel refused to
+   * create the map).
+   * Threading: safe from any thread; concurrent calls are serialized by the
+   * host. */
+  omniprof_status (*create_inner_map)(void *host, const char *map_name, uint32_t index, int *fd);
 };
+
+/* Size of a 1.1 host API: one without create_inner_map. */
+#define OMNIPROF_HOST_API_SIZE_1_1 offsetof(struct omniprof_host_api, create_inner_map)
 
 /* A program of the plugin's BPF object and the tail-call slot it fills.
  * slot is an enum omniprof_slot; a THIRD_PARTY plugin passes

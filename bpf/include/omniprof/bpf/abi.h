@@ -27,7 +27,7 @@ typedef __s32 omniprof_s32;
 typedef int32_t omniprof_s32;
 #endif
 
-#define OMNIPROF_BPF_ABI_VERSION 3
+#define OMNIPROF_BPF_ABI_VERSION 4
 
 /* ---- Tail-call slots -------------------------------------------------------
  * One PROG_ARRAY ("programs") owned by the host. Every unwinder finishes by
@@ -83,6 +83,11 @@ enum omniprof_native_stat {
   OMNIPROF_STAT_NATIVE_NO_ROW,           /* pc outside every function of the table */
   OMNIPROF_STAT_NATIVE_UNSUPPORTED_RULE, /* CFA rule not evaluable in BPF: frame pointers tried */
   OMNIPROF_STAT_NATIVE_STOP_SP_NOT_ASCENDING, /* CFA below the stack pointer: corrupt unwind */
+  OMNIPROF_STAT_NATIVE_NO_SHARD,         /* a chunk's shard is not in unwind_shards: frame pointers tried */
+  /* Gauges written by the native plugin from user space (BPF never touches
+   * them): what the unwind store holds now. */
+  OMNIPROF_STAT_NATIVE_ROWS_STORED,      /* unwind rows stored, all executables */
+  OMNIPROF_STAT_NATIVE_TABLES_STORED,    /* executables with a table stored */
   OMNIPROF_STAT_NATIVE_END
 };
 
@@ -155,8 +160,11 @@ struct omniprof_process_info {
 };
 
 /* ---- Native unwind tables ------------------------------------------------
- * Rows live in one ARRAY (unwind_rows) cut into shards of
- * OMNIPROF_ROWS_PER_SHARD rows; the number of shards is set before load.
+ * Rows live in shards: ARRAY maps of OMNIPROF_ROWS_PER_SHARD rows, the inner
+ * maps of the ARRAY_OF_MAPS unwind_shards. A shard is created only when the
+ * store needs space (the host creates it on the plugin's request, through
+ * omniprof_host_api.create_inner_map) up to the memory budget the config
+ * sets (maps.unwind_memory_mb), which also sizes unwind_shards.
  * Each executable's table is stored as chunks: a chunk is a PC range of the
  * file mapped to a run of rows inside one shard, and never splits a function.
  * A row is 8 bytes: the PC as an offset from the chunk's start and an index
@@ -164,9 +172,17 @@ struct omniprof_process_info {
  * stored once. */
 #define OMNIPROF_ROWS_PER_SHARD (1u << 17)
 #define OMNIPROF_ROW_SEARCH_STEPS 18 /* > log2(OMNIPROF_ROWS_PER_SHARD) */
-#define OMNIPROF_MAX_CHUNKS 16
+/* 32 chunks of at most one shard each: a table of 4M rows (a Chrome-sized
+ * executable has about 3M) fits even when it is cut into shards' leftovers.
+ * A power of two, so the walker's binary search has a fixed number of steps. */
+#define OMNIPROF_MAX_CHUNKS 32
+#define OMNIPROF_CHUNK_SEARCH_STEPS 5 /* log2(OMNIPROF_MAX_CHUNKS) */
 #define OMNIPROF_MAX_UNWIND_RULES 65536
-#define OMNIPROF_DEFAULT_UNWIND_SHARDS 8
+/* Bytes of one shard's rows (1 MiB). */
+#define OMNIPROF_UNWIND_SHARD_BYTES (OMNIPROF_ROWS_PER_SHARD * 8u)
+/* Default budget of shards (maps.unwind_memory_mb): the unwind space grows
+ * to this many MiB of rows, no further. */
+#define OMNIPROF_DEFAULT_UNWIND_MEMORY_MB 48
 
 struct omniprof_unwind_row {
   omniprof_u32 pc_offset; /* from the chunk's low_pc */
@@ -198,16 +214,17 @@ struct omniprof_unwind_rule {
 };
 
 struct omniprof_unwind_chunk {
-  omniprof_u64 low_pc;  /* ELF virtual address of the first row */
-  omniprof_u64 high_pc; /* end of the range the chunk covers */
-  omniprof_u32 first_row; /* index into unwind_rows */
+  omniprof_u64 low_pc;      /* ELF virtual address of the first row */
+  omniprof_u32 high_offset; /* the chunk covers [low_pc, low_pc + high_offset) */
+  omniprof_u32 shard;       /* index in unwind_shards */
+  omniprof_u32 first_row;   /* index in that shard */
   omniprof_u32 num_rows;
 };
 
 struct omniprof_executable_unwind_info {
   omniprof_u32 num_chunks;
   omniprof_u32 reserved;
-  struct omniprof_unwind_chunk chunks[OMNIPROF_MAX_CHUNKS]; /* sorted by low_pc */
+  struct omniprof_unwind_chunk chunks[OMNIPROF_MAX_CHUNKS]; /* sorted by low_pc, not overlapping */
 };
 
 /* ---- Events to the host (ring buffer "events") ----------------------------*/
@@ -249,7 +266,7 @@ struct omniprof_unwind_state {
 #define OMNIPROF_MAP_PROCESS_INFO "process_info"
 #define OMNIPROF_MAP_PERCPU_STATS "percpu_stats"
 #define OMNIPROF_MAP_UNWIND_STATE "unwind_state"
-#define OMNIPROF_MAP_UNWIND_ROWS "unwind_rows"
+#define OMNIPROF_MAP_UNWIND_SHARDS "unwind_shards"
 #define OMNIPROF_MAP_UNWIND_RULES "unwind_rules"
 #define OMNIPROF_MAP_UNWIND_INFO "executable_unwind_info"
 #define OMNIPROF_MAP_EVENTS "events"

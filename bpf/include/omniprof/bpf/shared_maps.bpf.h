@@ -62,14 +62,35 @@ struct {
   __type(value, struct omniprof_unwind_state);
 } unwind_state SEC(".maps");
 
-/* Native unwind tables (see abi.h): rows, the rules they point at, and each
- * executable's chunks. Written by the native plugin through the host's fds. */
-struct {
+/* Native unwind tables (see abi.h): row shards, the rules rows point at, and
+ * each executable's chunks. Written by the native plugin through the host's
+ * fds.
+ *
+ * One shard of rows. Only a template: no map of this type exists until the
+ * host creates one (create_inner_map) and puts it in unwind_shards. Every
+ * shard has the template's size, so the verifier knows each inner map's
+ * max_entries and inlines the row lookups as it does for a plain ARRAY (no
+ * BPF_F_INNER_MAP, which 5.10 has but which would turn every row lookup into
+ * a helper call). */
+struct omniprof_unwind_shard_map {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, OMNIPROF_DEFAULT_UNWIND_SHARDS * OMNIPROF_ROWS_PER_SHARD);
+  __uint(max_entries, OMNIPROF_ROWS_PER_SHARD);
+  /* Sizes, not BTF types: an object that never touches a row (the host's
+   * entry object) gets only a forward declaration of the row struct in its
+   * BTF, from which libbpf cannot size the template. */
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(struct omniprof_unwind_row));
+};
+
+/* shard index -> shard. Starts empty: the memory is the inner maps', created
+ * as the store needs them, up to the host's budget (max_entries is set from
+ * maps.unwind_memory_mb before load). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(max_entries, OMNIPROF_DEFAULT_UNWIND_MEMORY_MB);
   __type(key, __u32);
-  __type(value, struct omniprof_unwind_row);
-} unwind_rows SEC(".maps");
+  __array(values, struct omniprof_unwind_shard_map);
+} unwind_shards SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
