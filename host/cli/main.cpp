@@ -200,12 +200,11 @@ int cmd_debug(const std::string& config_path, const std::string& command, const 
   host.load_all(options);
   Plugin* plugin = host.plugin_for_debug_command(command);
   if (!plugin) fail(fmt::format("no loaded plugin offers 'debug {}'", command));
-  char error[OMNIPROF_ERROR_LEN] = {0};
+  std::string error;
   auto write = [](void*, const char* text, size_t len) { std::cout.write(text, static_cast<std::streamsize>(len)); };
-  omniprof_status status =
-      plugin->hooks.debug_command(plugin->instance, command.c_str(), argument.c_str(), write, nullptr, error);
+  omniprof_status status = PluginHost::debug_command(*plugin, command, argument, write, nullptr, error);
   std::cout.flush();
-  if (status != OMNIPROF_OK) fail(fmt::format("{} {}: {}", command, argument, error[0] ? error : "failed"));
+  if (status != OMNIPROF_OK) fail(fmt::format("{} {}: {}", command, argument, error));
   return 0;
 }
 
