@@ -339,6 +339,7 @@ Result<void> PluginHost::load_object(Plugin& p) {
 Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& options) {
   std::string data_dir = (fs::path(options.data_root) / p.name).string();
   char error[OMNIPROF_ERROR_LEN] = {0};
+  std::lock_guard<std::mutex> lock(p.hook_mutex);
   omniprof_status status = p.hooks.create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
   if (status != OMNIPROF_OK) {
     p.instance = nullptr;
