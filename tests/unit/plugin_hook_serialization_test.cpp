@@ -22,6 +22,15 @@ const std::string kFixtures = std::string(OMNIPROF_TEST_FIXTURES_DIR) + "/plugin
 
 constexpr int kRounds = 3000;
 
+// Plugins get an instance without BPF maps (as for `omniprof debug`).
+PluginHostOptions with_instances() {
+  PluginHostOptions options;
+  options.data_root = "/nonexistent";
+  options.runtime_enabled = [](const std::string&) { return true; };
+  options.create_without_bpf = true;
+  return options;
+}
+
 std::string fixture_state(Plugin& plugin) {
   std::string out, error;
   auto write = [](void* context, const char* text, size_t len) {
@@ -33,11 +42,7 @@ std::string fixture_state(Plugin& plugin) {
 
 TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
   PluginHost host(nullptr, nullptr);
-  PluginHostOptions options;
-  options.data_root = "/nonexistent";
-  options.runtime_enabled = [](const std::string&) { return true; };
-  options.create_without_bpf = true;
-  host.load_file(kFixtures + "/shared_state_plugin.so", options);
+  host.load_file(kFixtures + "/shared_state_plugin.so", with_instances());
   ASSERT_EQ(host.plugins().size(), 1u);
   Plugin& plugin = *host.plugins().front();
   ASSERT_EQ(plugin.state, PluginState::kChecked) << plugin.reason;
@@ -96,12 +101,8 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
 
 TEST(PluginHookSerializationTest, MissingOptionalHooksMeanNothingToDo) {
   PluginHost host(nullptr, nullptr);
-  PluginHostOptions options;
-  options.data_root = "/nonexistent";
-  options.runtime_enabled = [](const std::string&) { return true; };
-  options.create_without_bpf = true;
   // good_plugin has symbolize_frame only.
-  host.load_file(kFixtures + "/good_plugin.so", options);
+  host.load_file(kFixtures + "/good_plugin.so", with_instances());
   Plugin& plugin = *host.plugins().front();
   ASSERT_NE(plugin.instance, nullptr) << plugin.reason;
   omniprof_process process{1, "/proc/1/exe", "init", nullptr, 0};
