@@ -44,9 +44,7 @@ struct Plugin {
   std::shared_ptr<boost::dll::shared_library> library;
   // Held for every call into `instance` (PluginHost's hook calls): plugin.h
   // promises a plugin that one instance is never entered by two threads at
-  // once, while the event thread (detect_process, process_gone,
-  // load/unload_executable) and the main thread (symbolize_frame, deferred
-  // loads) both call it.
+  // once, while the event thread and the main thread both call it.
   std::mutex hook_mutex;
 };
 

@@ -307,6 +307,10 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
 std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_address(int32_t pid) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
+    // Being described, re-read or refreshed already: what that publishes is
+    // as fresh as this would be; the caller (a round's symbolization) does
+    // not wait for its table builds.
+    if (auto it = processes_.find(pid); it != processes_.end() && claimed_.count(pid)) return it->second;
     wait_and_claim(lock, pid);
   }
   PidClaim claim(*this, pid);

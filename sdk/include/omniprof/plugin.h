@@ -17,15 +17,16 @@
  *
  * Threading: the host calls `create` and `destroy` once each, from one
  * thread. The other hooks are called from more than one host thread (today
- * the event thread: detect_process, process_gone, load_executable,
- * unload_executable; the main thread: symbolize_frame, and the
- * load/unload_executable of executables deferred or evicted), but the host
+ * the event thread and the main thread both call detect_process,
+ * process_gone, load_executable and unload_executable; the main thread also
+ * calls symbolize_frame at the end of each round), but the host
  * holds one lock per instance for the whole of every hook call (create and
  * destroy included): two calls into the same instance never overlap, and
  * each call sees everything the previous one wrote. State only the hooks
  * touch needs no lock of the plugin's own. Calls into different instances
  * may run at the same time. A hook that blocks (load_executable building a
- * table) delays only other calls into its instance. The host API functions
+ * table) holds up other calls into its instance and other executables'
+ * loads, not the host's process tracking. The host API functions
  * are safe to call from any thread at any time between `create` and the
  * return of `destroy`, including from inside a hook; the strings a hook
  * returns (omniprof_symbol) are copied before the lock is released.
