@@ -2,10 +2,21 @@
 # Installs what is missing, builds, and runs every test: unit tests and the
 # end-to-end tests that load real BPF and profile real processes (as root).
 # With CI=true, a test that needs BPF fails if BPF is unusable.
+# Then builds the host's threading tests alone with ThreadSanitizer (in
+# ${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}) and runs them: a data race fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 echo "test: running kernel $(uname -r)"
-cd "${OMNIPROF_BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 300
+(cd "${OMNIPROF_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 300)
+
+TSAN_DIR=${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}
+start=$(date +%s)
+cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOMNIPROF_SANITIZE=thread >/dev/null
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target omniprof_tsan_tests omniprof_fixture_plugins
+echo "test: ThreadSanitizer build took $(($(date +%s) - start)) s"
+# TSan's shadow memory wants a predictable address space: without ASLR it
+# runs on kernels with large mmap_rnd_bits too.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  setarch "$(uname -m)" -R "$TSAN_DIR/bin/omniprof_tsan_tests"

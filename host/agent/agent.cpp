@@ -171,17 +171,17 @@ Result<void> Agent::start() {
     }
     lifecycle_links_.push_back(link);
   }
+  event_loop_ = std::make_unique<EventLoop>(
+      [tracker = processes_.get()](const omniprof_event& event) { tracker->handle_event(event); });
   events_ = ring_buffer__new(
       maps_->events_fd(),
       [](void* ctx, void* data, size_t size) -> int {
-        if (size >= sizeof(omniprof_event)) {
-          static_cast<ProcessTracker*>(ctx)->handle_event(*static_cast<omniprof_event*>(data));
-        }
-        return 0;
+        return static_cast<EventLoop*>(ctx)->dispatch(data, size);
       },
-      processes_.get(), nullptr);
+      event_loop_.get(), nullptr);
   if (!events_) return make_error(fmt::format("cannot open the events ring buffer: {}", strerror(errno)));
-  event_thread_ = std::thread([this] { poll_events(); });
+  event_thread_ = std::thread(
+      [this] { event_loop_->run([this](int timeout_ms) { return ring_buffer__poll(events_, timeout_ms); }, stopping_); });
 
   processes_->scan(config_.pids);
 
@@ -201,16 +201,6 @@ Result<void> Agent::start() {
   log().info("sampling {} CPUs at {} Hz{}", sampler_->cpu_count(), config_.frequency_hz,
              config_.pids.empty() ? "" : fmt::format(", {} processes", config_.pids.size()));
   return ok();
-}
-
-void Agent::poll_events() {
-  while (!stopping_.load()) {
-    int n = ring_buffer__poll(events_, 100);
-    if (n < 0 && n != -EINTR) {
-      log().error("events ring buffer: {}", strerror(-n));
-      break;
-    }
-  }
 }
 
 void Agent::stop_sampling() { sampler_.reset(); }
@@ -312,7 +302,9 @@ std::vector<StatLine> Agent::stats() const {
            {"host.symbolizer_errors", as.symbolizer_errors},
            {"host.samples_of_unknown_processes", as.unknown_processes},
            {"host.stacks_missing", round_.missing_stacks},
-           {"host.drain_errors", drain_errors_}}) {
+           {"host.drain_errors", drain_errors_},
+           {"host.event_errors", event_loop_ ? event_loop_->event_errors() : 0},
+           {"host.event_poll_errors", event_loop_ ? event_loop_->poll_errors() : 0}}) {
     if (value) lines.push_back({name, value});
   }
   return lines;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/event_loop.h"
 #include "agent/profile_assembler.h"
 #include "agent/round_samples.h"
 #include "bpf/bpf_maps.h"
@@ -72,8 +73,6 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
-  void poll_events();
-
   Config config_;
   InstallLayout layout_;
   std::unique_ptr<BpfMaps> maps_;
@@ -91,6 +90,7 @@ class Agent {
   std::optional<PerfSampler> sampler_;
   std::vector<bpf_link*> lifecycle_links_;
   ring_buffer* events_ = nullptr;
+  std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
   std::atomic<bool> stopping_{false};
   RoundSamples round_;

@@ -139,19 +139,16 @@ uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid,
                                            uint64_t frame) {
   stats_.frames++;
   Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(kind) : nullptr;
-  if (!plugin || !plugin->hooks.symbolize_frame) {
+  if (!plugin) {
     stats_.unnamed_frames++;
     return marker_location(builder, fmt::format("[frame kind {}]+{:#x}", kind, frame));
   }
-  omniprof_symbol symbol{};
-  char error[OMNIPROF_ERROR_LEN] = {0};
-  if (plugin->hooks.symbolize_frame(plugin->instance, pid, frame, &symbol, error) != OMNIPROF_OK ||
-      !symbol.function) {
+  auto symbol = PluginHost::symbolize_frame(*plugin, pid, frame);
+  if (!symbol) {
     stats_.unnamed_frames++;
     return marker_location(builder, fmt::format("[{}]+{:#x}", plugin->name, frame));
   }
-  return builder.add_location(
-      0, 0, {ProfileLine{symbol.function, "", symbol.file ? symbol.file : "", symbol.line}});
+  return builder.add_location(0, 0, {ProfileLine{symbol->function, "", symbol->file, symbol->line}});
 }
 
 ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,

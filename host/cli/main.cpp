@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
+#include "profile/round_output.h"
 #include "symbolize/elf_symbolizer.h"
 
 namespace fs = std::filesystem;
@@ -84,6 +85,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   for (int32_t pid : config.pids) {
     if (kill(pid, 0) != 0 && errno == ESRCH) fail(fmt::format("-p {}: no such process", pid));
   }
+  // Before any BPF is loaded: a profile that could not be written at the end
+  // would waste the whole recording.
+  if (auto r = check_profile_writable(output); !r) fail(r.error().message, 2);
   set_log_level(config.log_level);
   Agent agent(config, bpf_stats);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
@@ -135,6 +139,7 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
   install_signal_handlers();
 
+  RoundOutput output(config.output_directory);
   for (uint32_t round = 1; !g_stop && (rounds == 0 || round <= rounds); ++round) {
     for (uint32_t s = 0; s < config.round_seconds && !g_stop; ++s) {
       interruptible_sleep(1000);
@@ -142,16 +147,34 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
     }
     if (g_stop) agent.stop_sampling();  // the last round: keep every sample counted
     ProfileBuilder profile = agent.finish_round();
-    std::string path = (fs::path(config.output_directory) / round_file_name()).string();
-    if (auto r = profile.write_gzip(path); !r) {
-      log().error("round {}: {}", round, r.error().message);
-      continue;
-    }
+    std::string file_name = round_file_name();
+    std::vector<std::string> written = output.write(file_name, profile);  // failures logged there
     std::string counters;
     for (const auto& line : agent.stats()) counters += fmt::format(" {}={}", line.name, line.value);
-    log().info("round {}: wrote {} ({} samples);{}", round, path, profile.total_samples(), counters);
+    auto os = output.stats();
+    for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"host.rounds_waiting", os.pending},
+                                      {"host.round_write_failures", os.write_failures},
+                                      {"host.rounds_dropped", os.dropped}}) {
+      if (value) counters += fmt::format(" {}={}", name, value);
+    }
+    bool this_round_written = !written.empty() && fs::path(written.back()).filename() == file_name;
+    if (this_round_written) {
+      log().info("round {}: wrote {} ({} samples{});{}", round, written.back(), profile.total_samples(),
+                 written.size() > 1 ? fmt::format(", and {} kept earlier rounds", written.size() - 1) : "",
+                 counters);
+    } else {
+      log().warn("round {}: {} ({} samples) not written yet;{}", round, file_name, profile.total_samples(),
+                 counters);
+    }
   }
   agent.stop();
+  if (output.stats().pending > 0) {
+    output.flush();
+    if (auto left = output.stats().pending; left > 0) {
+      log().error("{} round(s) could not be written to {} before exit: lost", left, output.directory());
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -200,12 +223,11 @@ int cmd_debug(const std::string& config_path, const std::string& command, const 
   host.load_all(options);
   Plugin* plugin = host.plugin_for_debug_command(command);
   if (!plugin) fail(fmt::format("no loaded plugin offers 'debug {}'", command));
-  char error[OMNIPROF_ERROR_LEN] = {0};
+  std::string error;
   auto write = [](void*, const char* text, size_t len) { std::cout.write(text, static_cast<std::streamsize>(len)); };
-  omniprof_status status =
-      plugin->hooks.debug_command(plugin->instance, command.c_str(), argument.c_str(), write, nullptr, error);
+  omniprof_status status = PluginHost::debug_command(*plugin, command, argument, write, nullptr, error);
   std::cout.flush();
-  if (status != OMNIPROF_OK) fail(fmt::format("{} {}: {}", command, argument, error[0] ? error : "failed"));
+  if (status != OMNIPROF_OK) fail(fmt::format("{} {}: {}", command, argument, error));
   return 0;
 }
 

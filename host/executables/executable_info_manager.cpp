@@ -9,11 +9,11 @@ namespace omniprof {
 
 omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string& path, std::string& error) {
   for (const auto& plugin : plugins_.plugins()) {
-    if (plugin->state != PluginState::kLoaded || !plugin->hooks.load_executable) continue;
-    char reason[OMNIPROF_ERROR_LEN] = {0};
-    omniprof_status status = plugin->hooks.load_executable(plugin->instance, file_id, path.c_str(), reason);
+    if (plugin->state != PluginState::kLoaded) continue;
+    std::string reason;
+    omniprof_status status = PluginHost::load_executable(*plugin, file_id, path, reason);
     if (status == OMNIPROF_OK) {
-      if (reason[0] != '\0') {  // loaded, with parts left out
+      if (!reason.empty()) {  // loaded, with parts left out
         if (!error.empty()) error += "; ";
         error += plugin->name + ": " + reason;
       }
@@ -21,11 +21,9 @@ omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string
     }
     for (const auto& other : plugins_.plugins()) {
       if (other.get() == plugin.get()) break;
-      if (other->state == PluginState::kLoaded && other->hooks.unload_executable) {
-        other->hooks.unload_executable(other->instance, file_id);
-      }
+      if (other->state == PluginState::kLoaded) PluginHost::unload_executable(*other, file_id);
     }
-    error = plugin->name + ": " + (reason[0] ? reason : "load_executable failed");
+    error = plugin->name + ": " + reason;
     return status;
   }
   return OMNIPROF_OK;
@@ -33,9 +31,7 @@ omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string
 
 void PluginExecutableLoader::unload(uint64_t file_id) {
   for (const auto& plugin : plugins_.plugins()) {
-    if (plugin->state == PluginState::kLoaded && plugin->hooks.unload_executable) {
-      plugin->hooks.unload_executable(plugin->instance, file_id);
-    }
+    if (plugin->state == PluginState::kLoaded) PluginHost::unload_executable(*plugin, file_id);
   }
 }
 

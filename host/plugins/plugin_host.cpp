@@ -144,8 +144,11 @@ PluginHost::~PluginHost() {
 }
 
 void PluginHost::unload(Plugin& plugin) {
-  if (plugin.instance && plugin.entry && plugin.hooks.destroy) plugin.hooks.destroy(plugin.instance);
-  plugin.instance = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+    if (plugin.instance && plugin.entry && plugin.hooks.destroy) plugin.hooks.destroy(plugin.instance);
+    plugin.instance = nullptr;
+  }
   if (plugin.state == PluginState::kLoaded && maps_ && plugin.slot) {
     (void)maps_->clear_tail_call(plugin.slot);
   }
@@ -346,12 +349,79 @@ Result<void> PluginHost::load_object(Plugin& p) {
 Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& options) {
   std::string data_dir = (fs::path(options.data_root) / p.name).string();
   char error[OMNIPROF_ERROR_LEN] = {0};
+  std::lock_guard<std::mutex> lock(p.hook_mutex);
   omniprof_status status = p.hooks.create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
   if (status != OMNIPROF_OK) {
     p.instance = nullptr;
     return make_error(fmt::format("create failed ({}): {}", int(status), error[0] ? error : "no reason given"));
   }
   return ok();
+}
+
+namespace {
+
+std::string reason_or(const char* error, const char* fallback) {
+  return error[0] ? std::string(error) : std::string(fallback);
+}
+
+}  // namespace
+
+omniprof_status PluginHost::detect_process(Plugin& plugin, const omniprof_process& process,
+                                           omniprof_process_attach& attach, std::string& error) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (!plugin.instance || !plugin.hooks.detect_process) return OMNIPROF_NOT_MINE;
+  char reason[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status = plugin.hooks.detect_process(plugin.instance, &process, &attach, reason);
+  if (status != OMNIPROF_OK && status != OMNIPROF_NOT_MINE) error = reason_or(reason, "detect_process failed");
+  return status;
+}
+
+void PluginHost::process_gone(Plugin& plugin, int32_t pid) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (plugin.instance && plugin.hooks.process_gone) plugin.hooks.process_gone(plugin.instance, pid);
+}
+
+Result<PluginSymbol> PluginHost::symbolize_frame(Plugin& plugin, int32_t pid, uint64_t frame) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (!plugin.instance || !plugin.hooks.symbolize_frame) return make_error("no symbolize_frame hook");
+  omniprof_symbol symbol{};
+  char reason[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status = plugin.hooks.symbolize_frame(plugin.instance, pid, frame, &symbol, reason);
+  if (status != OMNIPROF_OK) return make_error(reason_or(reason, "symbolize_frame failed"));
+  if (!symbol.function) return make_error("symbolize_frame gave no function");
+  return PluginSymbol{symbol.function, symbol.file ? symbol.file : "", symbol.line};
+}
+
+omniprof_status PluginHost::load_executable(Plugin& plugin, uint64_t file_id, const std::string& path,
+                                            std::string& error) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (!plugin.instance || !plugin.hooks.load_executable) return OMNIPROF_OK;
+  char reason[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status = plugin.hooks.load_executable(plugin.instance, file_id, path.c_str(), reason);
+  // With OMNIPROF_OK, a reason says what the plugin left out (a partial load).
+  error = status == OMNIPROF_OK ? std::string(reason) : reason_or(reason, "load_executable failed");
+  return status;
+}
+
+void PluginHost::unload_executable(Plugin& plugin, uint64_t file_id) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (plugin.instance && plugin.hooks.unload_executable) plugin.hooks.unload_executable(plugin.instance, file_id);
+}
+
+omniprof_status PluginHost::debug_command(Plugin& plugin, const std::string& command,
+                                          const std::string& argument,
+                                          void (*write)(void* context, const char* text, size_t len),
+                                          void* context, std::string& error) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (!plugin.instance || !plugin.hooks.debug_command) {
+    error = "no debug_command hook";
+    return OMNIPROF_ERR_UNSUPPORTED;
+  }
+  char reason[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status =
+      plugin.hooks.debug_command(plugin.instance, command.c_str(), argument.c_str(), write, context, reason);
+  if (status != OMNIPROF_OK) error = reason_or(reason, "failed");
+  return status;
 }
 
 Plugin* PluginHost::plugin_for_frame_kind(uint8_t kind) const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,18 @@ struct Plugin {
   void* instance = nullptr;
   bpf_object* object = nullptr;
   std::shared_ptr<boost::dll::shared_library> library;
+  // Held for every call into `instance` (PluginHost's hook calls): plugin.h
+  // promises a plugin that one instance is never entered by two threads at
+  // once, while the event thread and the main thread both call it.
+  std::mutex hook_mutex;
+};
+
+// A frame as a plugin named it, copied before the plugin's lock is released
+// (its strings are only valid until its next call).
+struct PluginSymbol {
+  std::string function;
+  std::string file;
+  int64_t line = 0;
 };
 
 struct PluginHostOptions {
@@ -72,6 +85,26 @@ class PluginHost {
   Plugin* plugin_for_debug_command(const std::string& command) const;
   // Names of percpu_stats counters owned by loaded plugins, by index.
   std::vector<std::pair<uint32_t, std::string>> stat_names() const;
+
+  // Calls into a plugin instance. Each takes the plugin's hook_mutex for the
+  // call and nothing else. Lock order: a caller may hold
+  // ExecutableInfoManager's lock (load/unload_executable) but never
+  // ProcessTracker's; inside, a plugin only reaches the host API, whose
+  // functions take no lock a caller could hold (the symbolizer's own). A
+  // missing optional hook behaves as a plugin that has nothing to do:
+  // detect_process says NOT_MINE, load_executable OK.
+  static omniprof_status detect_process(Plugin& plugin, const omniprof_process& process,
+                                        omniprof_process_attach& attach, std::string& error);
+  static void process_gone(Plugin& plugin, int32_t pid);
+  // The frame's name, or an error (no hook, the plugin failed, no function).
+  static Result<PluginSymbol> symbolize_frame(Plugin& plugin, int32_t pid, uint64_t frame);
+  static omniprof_status load_executable(Plugin& plugin, uint64_t file_id, const std::string& path,
+                                         std::string& error);
+  static void unload_executable(Plugin& plugin, uint64_t file_id);
+  static omniprof_status debug_command(Plugin& plugin, const std::string& command,
+                                       const std::string& argument,
+                                       void (*write)(void* context, const char* text, size_t len),
+                                       void* context, std::string& error);
 
   static std::vector<std::string> find_plugin_files(const std::vector<std::string>& directories);
   const omniprof_host_api* host_api() const { return &api_; }

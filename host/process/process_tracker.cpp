@@ -132,7 +132,7 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
     if (!files_ || !symbolizer_) continue;
     auto id = files_->identify(std::move(opened->file), opened->path);
     if (!id) {
-      stats_.unidentified_files++;
+      count(&ProcessTrackerStats::unidentified_files);
       log().debug("pid {}: {}", snapshot.pid, id.error().message);
       continue;
     }
@@ -147,7 +147,7 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
                                            root};
     auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
     if (!vaddr) {
-      stats_.unidentified_files++;
+      count(&ProcessTrackerStats::unidentified_files);
       log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);
       continue;
     }
@@ -214,7 +214,7 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
   for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
     if (info.num_mappings == OMNIPROF_MAX_MAPPINGS) {
       info.flags |= OMNIPROF_PROCESS_MAPPINGS_TRUNCATED;
-      stats_.mappings_truncated++;
+      count(&ProcessTrackerStats::mappings_truncated);
       break;
     }
     const auto& m = snapshot.mappings[i];
@@ -236,24 +236,22 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
                              mappings.size()};
     for (const auto& plugin : plugins_->plugins()) {
-      if (plugin->state != PluginState::kLoaded || !plugin->hooks.detect_process) continue;
+      if (plugin->state != PluginState::kLoaded) continue;
       omniprof_process_attach attach{};
-      char error[OMNIPROF_ERROR_LEN] = {0};
-      omniprof_status status =
-          plugin->hooks.detect_process(plugin->instance, &process, &attach, error);
+      std::string error;
+      omniprof_status status = PluginHost::detect_process(*plugin, process, attach, error);
       if (status == OMNIPROF_OK) {
         info.interpreter_slot = plugin->slot;
         std::memcpy(info.interpreter_data, attach.interpreter_data, sizeof(info.interpreter_data));
         break;
       }
       if (status != OMNIPROF_NOT_MINE) {
-        log().warn("plugin {}: pid {} ({}): {}", plugin->name, snapshot.pid, snapshot.comm,
-                   error[0] ? error : "detect_process failed");
+        log().warn("plugin {}: pid {} ({}): {}", plugin->name, snapshot.pid, snapshot.comm, error);
       }
     }
   }
   if (auto r = maps_->write_process_info(snapshot.pid, info); !r) {
-    stats_.process_info_errors++;
+    count(&ProcessTrackerStats::process_info_errors);
     log().warn("{} (raise maps.processes in the config)", r.error().message);
   }
 }
@@ -273,29 +271,89 @@ void ProcessTracker::scan(const std::vector<int32_t>& pids) {
   for (int32_t pid : targets) get(pid);
 }
 
-std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
+void ProcessTracker::count(uint64_t ProcessTrackerStats::*counter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (stats_.*counter)++;
+}
+
+// Releases a pid's claim however the operation ends (an exception from
+// /proc parsing or a plugin must not leave the pid claimed forever).
+class ProcessTracker::PidClaim {
+ public:
+  PidClaim(ProcessTracker& tracker, int32_t pid) : tracker_(tracker), pid_(pid) {}
+  ~PidClaim() { tracker_.release_claim(pid_); }
+  PidClaim(const PidClaim&) = delete;
+  PidClaim& operator=(const PidClaim&) = delete;
+
+ private:
+  ProcessTracker& tracker_;
+  int32_t pid_;
+};
+
+void ProcessTracker::wait_and_claim(std::unique_lock<std::mutex>& lock, int32_t pid) {
+  claim_released_.wait(lock, [&] { return !claimed_.count(pid); });
+  claimed_.insert(pid);
+}
+
+void ProcessTracker::release_claim(int32_t pid) {
+  bool exited = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = processes_.find(pid);
-    if (it != processes_.end()) return it->second;
-    if (gone_this_round_.count(pid)) return nullptr;
+    claimed_.erase(pid);
+    exited = exited_while_claimed_.erase(pid) > 0;
+    if (exited) mark_exited_locked(pid);
   }
+  claim_released_.notify_all();
+  // detect_process may have run after the exit was noticed: tell plugins now.
+  if (exited) forget_in_plugins(pid);
+}
+
+void ProcessTracker::mark_exited_locked(int32_t pid) {
+  auto it = processes_.find(pid);
+  if (it != processes_.end()) {
+    auto copy = std::make_shared<ProcessSnapshot>(*it->second);
+    copy->exited = true;
+    it->second = copy;
+  }
+  if (maps_) maps_->delete_process_info(pid);
+}
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Fast path, and the answer of an operation on this pid that was in flight.
+    auto known = [&]() -> bool { return processes_.count(pid) || gone_this_round_.count(pid); };
+    claim_released_.wait(lock, [&] { return known() || !claimed_.count(pid); });
+    if (auto it = processes_.find(pid); it != processes_.end()) return it->second;
+    if (gone_this_round_.count(pid)) return nullptr;
+    claimed_.insert(pid);
+  }
+  PidClaim claim(*this, pid);
   auto snapshot = describe(pid);
-  std::lock_guard<std::mutex> lock(mutex_);
   if (!snapshot) {
+    std::lock_guard<std::mutex> lock(mutex_);
     stats_.gone_before_read++;
     gone_this_round_[pid] = true;
     return nullptr;
   }
-  auto [it, inserted] = processes_.emplace(pid, snapshot);
-  if (inserted) {
-    stats_.described++;
-    publish(*snapshot);
-  }
-  return it->second;
+  publish(*snapshot);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.described++;
+  processes_[pid] = snapshot;
+  return snapshot;
 }
 
 std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_address(int32_t pid) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Being described, re-read or refreshed already: what that publishes is
+    // as fresh as this would be; the caller (a round's symbolization) does
+    // not wait for its table builds.
+    if (auto it = processes_.find(pid); it != processes_.end() && claimed_.count(pid)) return it->second;
+    wait_and_claim(lock, pid);
+  }
+  PidClaim claim(*this, pid);
+  std::shared_ptr<ProcessSnapshot> old;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = processes_.find(pid);
@@ -304,32 +362,29 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
     bool recent = last != last_refresh_.end() && now - last->second < kRefreshInterval;
     if (it != processes_.end() && (it->second->exited || recent)) return it->second;
     last_refresh_[pid] = now;
+    if (it != processes_.end()) old = it->second;
   }
   auto snapshot = describe(pid);
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = processes_.find(pid);
-  if (!snapshot) return it == processes_.end() ? nullptr : it->second;
-  stats_.maps_refreshes++;
-  if (it != processes_.end() && same_mappings(*it->second, *snapshot)) return it->second;
-  if (it != processes_.end()) {
-    snapshot->runtime = it->second->runtime;
-    snapshot->runtime_version = it->second->runtime_version;
-    publish(*snapshot);
-    release(*it->second);
-    it->second = snapshot;
-  } else {
-    processes_.emplace(pid, snapshot);
-    publish(*snapshot);
+  if (!snapshot) return old;
+  count(&ProcessTrackerStats::maps_refreshes);
+  if (old && same_mappings(*old, *snapshot)) return old;
+  if (old) {
+    snapshot->runtime = old->runtime;
+    snapshot->runtime_version = old->runtime_version;
   }
+  publish(*snapshot);  // before releasing the old mappings: what both map stays loaded
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    processes_[pid] = snapshot;
+  }
+  if (old) release(*old);
   return snapshot;
 }
 
 void ProcessTracker::forget_in_plugins(int32_t pid) {
   if (!plugins_) return;
   for (const auto& plugin : plugins_->plugins()) {
-    if (plugin->state == PluginState::kLoaded && plugin->hooks.process_gone) {
-      plugin->hooks.process_gone(plugin->instance, pid);
-    }
+    if (plugin->state == PluginState::kLoaded) PluginHost::process_gone(*plugin, pid);
   }
 }
 
@@ -340,30 +395,40 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       get(pid);
       break;
     case OMNIPROF_EVENT_EXEC: {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wait_and_claim(lock, pid);
+      }
+      PidClaim claim(*this, pid);
       forget_in_plugins(pid);
       auto snapshot = describe(pid);
-      std::lock_guard<std::mutex> lock(mutex_);
       if (!snapshot) break;
-      stats_.described++;
       publish(*snapshot);  // before releasing the old image: shared libraries stay loaded
-      auto old = processes_.find(pid);
-      if (old != processes_.end()) release(*old->second);
-      processes_[pid] = snapshot;
+      std::shared_ptr<ProcessSnapshot> old;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.described++;
+        auto it = processes_.find(pid);
+        if (it != processes_.end()) old = it->second;
+        processes_[pid] = snapshot;
+      }
+      if (old) release(*old);
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:
       refresh_for_unknown_address(pid);
       break;
     case OMNIPROF_EVENT_EXIT: {
-      forget_in_plugins(pid);
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = processes_.find(pid);
-      if (it != processes_.end()) {
-        auto copy = std::make_shared<ProcessSnapshot>(*it->second);
-        copy->exited = true;
-        it->second = copy;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (claimed_.count(pid)) {
+          // Being described or refreshed: applied when that is published.
+          exited_while_claimed_.insert(pid);
+          break;
+        }
+        mark_exited_locked(pid);
       }
-      if (maps_) maps_->delete_process_info(pid);
+      forget_in_plugins(pid);
       break;
     }
     default:
@@ -372,19 +437,26 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
 }
 
 void ProcessTracker::end_round() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  gone_this_round_.clear();
-  for (auto it = processes_.begin(); it != processes_.end();) {
-    bool gone = it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0;
-    if (gone) {
-      last_refresh_.erase(it->first);
-      if (maps_) maps_->delete_process_info(it->first);
-      release(*it->second);
-      it = processes_.erase(it);
-    } else {
-      ++it;
+  std::vector<std::shared_ptr<ProcessSnapshot>> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gone_this_round_.clear();
+    for (auto it = processes_.begin(); it != processes_.end();) {
+      // A claimed pid is being republished: it is looked at next round.
+      bool gone = !claimed_.count(it->first) &&
+                  (it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0);
+      if (gone) {
+        last_refresh_.erase(it->first);
+        if (maps_) maps_->delete_process_info(it->first);
+        forgotten.push_back(std::move(it->second));
+        it = processes_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
+  // The last reference to an executable unloads its table in the plugins.
+  for (const auto& snapshot : forgotten) release(*snapshot);
 }
 
 ProcessTrackerStats ProcessTracker::stats() const {

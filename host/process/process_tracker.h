@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "omniprof/bpf/abi.h"
@@ -111,13 +113,29 @@ class ProcessTracker {
   // and symbols come from an ELF file like everything else.
   std::string vdso_copy(int32_t pid, const ProcMapping& mapping);
   void forget_in_plugins(int32_t pid);
+  void count(uint64_t ProcessTrackerStats::*counter);
+
+  // Reading /proc, taking executable references (whose first one builds the
+  // unwind table) and asking plugins run outside mutex_, so a slow table
+  // build blocks no other process. Instead, one operation at a time holds a
+  // pid's claim (describe, exec, refresh); others on the same pid wait for it
+  // on claim_released_. An exit that arrives meanwhile is noted and applied
+  // when the claim is released, after the snapshot is published.
+  class PidClaim;
+  void wait_and_claim(std::unique_lock<std::mutex>& lock, int32_t pid);
+  void release_claim(int32_t pid);
+  void mark_exited_locked(int32_t pid);
 
   BpfMaps* maps_;
   PluginHost* plugins_;
   ExecutableInfoManager* executables_ = nullptr;
   OpenExecutables* files_ = nullptr;
   ElfSymbolizer* symbolizer_ = nullptr;
+  // Never held while calling a plugin or the ExecutableInfoManager.
   mutable std::mutex mutex_;
+  std::condition_variable claim_released_;
+  std::unordered_set<int32_t> claimed_;
+  std::unordered_set<int32_t> exited_while_claimed_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
   static constexpr std::chrono::milliseconds kRefreshInterval{1000};
   std::unordered_map<int32_t, std::chrono::steady_clock::time_point> last_refresh_;

@@ -9,6 +9,7 @@
 #include <cassert>
 #include <cerrno>
 #include <climits>
+#include <filesystem>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -48,8 +49,8 @@ Result<std::string> gzip_compress(const std::string& data) {
   return out;
 }
 
-// Writes `data` to `path` through a temporary file in the same directory and
-// a rename, so a reader (or a crash) never sees a half-written profile.
+}  // namespace
+
 Result<void> write_file_atomically(const std::string& path, const std::string& data) {
   auto failure = [&path](const std::string& step, int err) {
     return make_error("cannot write profile " + path + ": " + step + ": " + errno_message(err));
@@ -91,6 +92,29 @@ Result<void> write_file_atomically(const std::string& path, const std::string& d
   }
   return ok();
 }
+
+Result<void> check_profile_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto refuse = [&path](const std::string& why) { return make_error("cannot write " + path + ": " + why); };
+  std::error_code ec;
+  if (path.empty()) return make_error("cannot write an empty path");
+  if (fs::is_directory(path, ec)) return refuse("it is a directory");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::not_found) return refuse("directory " + dir.string() + " does not exist");
+  if (ec) return refuse(dir.string() + ": " + ec.message());
+  if (!fs::is_directory(status)) return refuse(dir.string() + " is not a directory");
+  // What write_gzip does first: create a temporary file next to `path`.
+  std::string probe = path + ".tmp.XXXXXX";
+  UniqueFd fd(::mkstemp(probe.data()));
+  if (!fd.valid()) return refuse("cannot create a file in " + dir.string() + ": " + errno_message(errno));
+  fd.reset();
+  ::unlink(probe.c_str());
+  return ok();
+}
+
+namespace {
 
 // count * period, saturated: a value that overflowed int64 would show as a
 // negative CPU time.
@@ -282,19 +306,20 @@ pb::Profile ProfileBuilder::build() const {
 
 std::string ProfileBuilder::serialize() const { return build().SerializeAsString(); }
 
-Result<void> ProfileBuilder::write_gzip(const std::string& path) const {
+Result<std::string> ProfileBuilder::encode_gzip() const {
   const pb::Profile profile = build();
   // protobuf refuses to encode messages of 2 GiB or more.
   const size_t size = profile.ByteSizeLong();
   if (size > static_cast<size_t>(INT_MAX)) {
-    return make_error("cannot write profile " + path + ": profile too large to encode (" +
-                      std::to_string(size) + " bytes)");
+    return make_error("profile too large to encode (" + std::to_string(size) + " bytes)");
   }
   std::string encoded;
-  if (!profile.SerializeToString(&encoded)) {
-    return make_error("cannot write profile " + path + ": protobuf encoding failed");
-  }
-  Result<std::string> compressed = gzip_compress(encoded);
+  if (!profile.SerializeToString(&encoded)) return make_error("protobuf encoding failed");
+  return gzip_compress(encoded);
+}
+
+Result<void> ProfileBuilder::write_gzip(const std::string& path) const {
+  Result<std::string> compressed = encode_gzip();
   if (!compressed) {
     return make_error("cannot write profile " + path + ": " + compressed.error().message);
   }

@@ -103,6 +103,9 @@ class ProfileBuilder {
   // error names `path`, the failed step and strerror, and leaves no
   // temporary file behind.
   Result<void> write_gzip(const std::string& path) const;
+  // The gzip'd encoding write_gzip writes (to keep a profile that cannot be
+  // written yet, or write it elsewhere).
+  Result<std::string> encode_gzip() const;
 
   // The n functions with the most flat samples (ties: more cumulative
   // samples, then name). Functions are identified by name; an unsymbolized
@@ -188,5 +191,16 @@ class ProfileBuilder {
   int64_t str_samples_, str_count_, str_cpu_, str_nanoseconds_;
   int64_t str_pid_, str_tid_, str_comm_, str_thread_name_;
 };
+
+// Writes `data` to `path` through a temporary file in the same directory,
+// fsync and a rename, so a reader (or a crash) never sees a half-written
+// file. An error names `path`, the failed step and strerror, and leaves no
+// temporary file behind.
+Result<void> write_file_atomically(const std::string& path, const std::string& data);
+
+// Whether a profile can be written at `path` (its directory exists and takes
+// a new file; `path` is not a directory), by creating and removing a
+// temporary file there: `record` checks this before sampling.
+Result<void> check_profile_writable(const std::string& path);
 
 }  // namespace omniprof

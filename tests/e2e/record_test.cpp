@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "e2e_support.h"
+#include "profile/pprof_reader.h"
 #include "omniprof/bpf/abi.h"
 
 namespace omniprof::e2e {
@@ -111,6 +113,86 @@ TEST(RecordTest, NotRootGivesOneLineAndNonZeroExit) {
   EXPECT_NE(result.exit_code, 0);
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   EXPECT_NE(result.err.find("root"), std::string::npos) << result.err;
+}
+
+TEST(RecordTest, UnwritableOutputFailsBeforeSamplingWithOneLine) {
+  // Checked before any BPF is loaded: no root or kernel needed.
+  std::string dir = temp_dir("record-output");
+  std::ofstream(dir + "/file") << "a file, not a directory\n";
+  struct Case {
+    std::string output, reason;
+  };
+  for (const Case& c : {Case{dir + "/missing/profile.pb.gz", "directory " + dir + "/missing does not exist"},
+                        Case{dir, "it is a directory"},
+                        Case{dir + "/file/profile.pb.gz", dir + "/file is not a directory"}}) {
+    auto result = record({"-d", "1", "-o", c.output});
+    EXPECT_EQ(result.exit_code, 2) << c.output << ": " << result.err;
+    EXPECT_EQ(result.err, "omniprof: cannot write " + c.output + ": " + c.reason + "\n");
+    EXPECT_TRUE(result.out.empty()) << result.out;
+  }
+}
+
+TEST(RunTest, RoundsSurviveTheirDirectoryRemovedOrUnwritable) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("run-output");
+  std::string profiles = dir + "/profiles";
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "round_seconds: 1\nsampling:\n  frequency_hz: 19\noutput:\n  directory: "
+                        << profiles << "\n";
+  constexpr int kRounds = 7;
+  auto agent = std::async(std::launch::async, [&] {
+    return run_command({OMNIPROF_BINARY, "run", "--config", config, "--rounds", std::to_string(kRounds)});
+  });
+  auto count_files = [&] {
+    std::error_code ec;
+    if (!fs::is_directory(profiles, ec)) return 0L;
+    auto it = fs::directory_iterator(profiles, ec);
+    return ec ? 0L : static_cast<long>(std::distance(it, fs::directory_iterator()));
+  };
+  auto wait_for_a_file = [&](int seconds) {
+    for (int i = 0; i < seconds * 10 && count_files() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return count_files() > 0;
+  };
+  ASSERT_TRUE(wait_for_a_file(30)) << "no first round within 30 s";
+  // Removed: the next round recreates it (round 1's file is gone with it).
+  fs::remove_all(profiles);
+  ASSERT_TRUE(wait_for_a_file(10)) << "the removed output directory was not recreated";
+  // A file where the directory was (round 2's file goes): unwritable even
+  // for root. Two rounds or so are kept in memory, then written once the
+  // path is free again.
+  fs::remove_all(profiles);
+  std::ofstream(profiles) << "not a directory\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  fs::remove(profiles);
+  CommandResult result = agent.get();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("output directory " + profiles + " had disappeared: recreated"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("cannot write profile " + profiles + "/profile-"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("kept in memory until " + profiles + " is writable"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("kept earlier rounds"), std::string::npos) << result.err;
+  // Every round kept in memory was written later under its own name.
+  size_t kept = 0;
+  for (size_t at = result.err.find(" not written yet"); at != std::string::npos;
+       at = result.err.find(" not written yet", at + 1)) {
+    size_t name_end = result.err.rfind(" (", at);
+    size_t name_start = result.err.rfind(": ", name_end) + 2;
+    std::string name = result.err.substr(name_start, name_end - name_start);
+    EXPECT_TRUE(fs::exists(profiles + "/" + name)) << name << " was kept but never written";
+    kept++;
+  }
+  EXPECT_GE(kept, 1u) << result.err;
+  // Every round but the two whose files the test removed is there, and whole.
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(profiles)) files.push_back(entry.path().string());
+  EXPECT_EQ(files.size(), static_cast<size_t>(kRounds - 2)) << result.err;
+  for (const auto& f : files) {
+    EXPECT_EQ(f.find(".tmp"), std::string::npos) << "temporary file left behind";
+    auto profile = read_pprof_file(f);
+    EXPECT_TRUE(profile) << f << ": " << (profile ? "" : profile.error().message);
+  }
 }
 
 TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {

@@ -16,9 +16,20 @@
  * except `struct omniprof_host_api`, which lives until `destroy` returns.
  *
  * Threading: the host calls `create` and `destroy` once each, from one
- * thread. The other hooks may be called from any host thread but never
- * concurrently for the same instance; the host API functions are safe to call
- * from any thread at any time between `create` and the return of `destroy`.
+ * thread. The other hooks are called from more than one host thread (today
+ * the event thread and the main thread both call detect_process,
+ * process_gone, load_executable and unload_executable; the main thread also
+ * calls symbolize_frame at the end of each round), but the host
+ * holds one lock per instance for the whole of every hook call (create and
+ * destroy included): two calls into the same instance never overlap, and
+ * each call sees everything the previous one wrote. State only the hooks
+ * touch needs no lock of the plugin's own. Calls into different instances
+ * may run at the same time. A hook that blocks (load_executable building a
+ * table) holds up other calls into its instance and other executables'
+ * loads, not the host's process tracking. The host API functions
+ * are safe to call from any thread at any time between `create` and the
+ * return of `destroy`, including from inside a hook; the strings a hook
+ * returns (omniprof_symbol) are copied before the lock is released.
  *
  * Errors: hooks return an omniprof_status; on failure they may write a
  * NUL-terminated reason into the `error` buffer the host passes.

@@ -1,0 +1,90 @@
+#include "agent/event_loop.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "log/logger.h"
+
+namespace omniprof {
+
+namespace {
+
+const char* event_type_name(uint32_t type) {
+  switch (type) {
+    case OMNIPROF_EVENT_PROCESS_UNKNOWN: return "process_unknown";
+    case OMNIPROF_EVENT_EXEC: return "exec";
+    case OMNIPROF_EVENT_EXIT: return "exit";
+    case OMNIPROF_EVENT_MAPPINGS_STALE: return "mappings_stale";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+EventLoop::EventLoop(Handler handler, Sleep sleep) : handler_(std::move(handler)), sleep_(std::move(sleep)) {}
+
+void EventLoop::default_sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
+
+int EventLoop::dispatch(const void* data, size_t size) noexcept {
+  if (size < sizeof(omniprof_event)) {
+    event_errors_++;
+    try {
+      log().error("events ring buffer: a record of {} bytes, an event is {}: ignored", size,
+                  sizeof(omniprof_event));
+    } catch (...) {
+    }
+    return 0;
+  }
+  omniprof_event event;
+  std::memcpy(&event, data, sizeof(event));
+  if (!event_type_name(event.type)) {
+    event_errors_++;
+    try {
+      log().error("events ring buffer: unknown event type {} for pid {}: ignored", event.type, event.pid);
+    } catch (...) {
+    }
+    return 0;
+  }
+  const char* failure = nullptr;
+  std::string reason;
+  try {
+    handler_(event);
+    return 0;
+  } catch (const std::exception& e) {
+    try {
+      reason = e.what();
+    } catch (...) {
+    }
+  } catch (...) {
+    failure = "an exception that is not a std::exception";
+  }
+  event_errors_++;
+  try {
+    log().error("event {} ({}) for pid {}: {}; the event thread goes on", event_type_name(event.type),
+                event.type, event.pid, failure ? failure : reason);
+  } catch (...) {
+  }
+  return 0;
+}
+
+void EventLoop::run(const Poll& poll, const std::atomic<bool>& stop) {
+  std::chrono::milliseconds backoff{0};
+  while (!stop.load()) {
+    int n = poll(kPollTimeoutMs);
+    if (n >= 0 || n == -EINTR) {
+      backoff = std::chrono::milliseconds(0);
+      continue;
+    }
+    poll_errors_++;
+    backoff = backoff.count() == 0 ? kFirstBackoff : std::min(backoff * 2, kMaxBackoff);
+    log().error("events ring buffer: {}; polling again in {} ms", strerror(-n), backoff.count());
+    sleep_(backoff);
+  }
+}
+
+}  // namespace omniprof

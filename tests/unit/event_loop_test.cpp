@@ -1,0 +1,105 @@
+// The agent's event thread without a kernel: a poll function stands in for
+// ring_buffer__poll and calls dispatch() for each record, as libbpf's
+// callback does. A handler that throws, a record too short, an unknown type
+// and failing polls are each logged and counted, and the loop goes on.
+#include <gtest/gtest.h>
+
+#include <errno.h>
+
+#include <atomic>
+#include <deque>
+#include <stdexcept>
+#include <vector>
+
+#include "agent/event_loop.h"
+
+namespace omniprof {
+namespace {
+
+omniprof_event event(uint32_t type, uint32_t pid) {
+  omniprof_event e{};
+  e.type = type;
+  e.pid = pid;
+  return e;
+}
+
+TEST(EventLoopTest, AFailingEventIsCountedAndTheNextOneIsHandled) {
+  std::vector<uint32_t> handled;
+  EventLoop loop([&](const omniprof_event& e) {
+    if (e.pid == 13) throw std::runtime_error("cannot read /proc/13/maps: injected");
+    handled.push_back(e.pid);
+  });
+  std::atomic<bool> stop{false};
+  // Each poll delivers one batch, as the ring buffer would; then stop.
+  std::deque<std::vector<omniprof_event>> batches = {
+      {event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 12), event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 13)},
+      {event(OMNIPROF_EVENT_EXEC, 13), event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 14)},
+      {event(OMNIPROF_EVENT_EXIT, 14)}};
+  int polls = 0;
+  loop.run(
+      [&](int) {
+        polls++;
+        if (batches.empty()) {
+          stop = true;
+          return 0;
+        }
+        for (const auto& e : batches.front()) EXPECT_EQ(loop.dispatch(&e, sizeof(e)), 0);
+        int n = static_cast<int>(batches.front().size());
+        batches.pop_front();
+        return n;
+      },
+      stop);
+  EXPECT_EQ(handled, (std::vector<uint32_t>{12, 14, 14}));
+  EXPECT_EQ(loop.event_errors(), 2u);  // both events of pid 13
+  EXPECT_EQ(loop.poll_errors(), 0u);
+  EXPECT_EQ(polls, 4);
+}
+
+TEST(EventLoopTest, ShortRecordsUnknownTypesAndNonStdExceptionsAreCounted) {
+  int handled = 0;
+  EventLoop loop([&](const omniprof_event& e) {
+    if (e.pid == 1) throw 42;
+    handled++;
+  });
+  omniprof_event ok = event(OMNIPROF_EVENT_EXIT, 2);
+  EXPECT_EQ(loop.dispatch(&ok, sizeof(ok) - 1), 0);  // truncated record
+  omniprof_event unknown = event(99, 2);
+  EXPECT_EQ(loop.dispatch(&unknown, sizeof(unknown)), 0);
+  omniprof_event throws = event(OMNIPROF_EVENT_EXIT, 1);
+  EXPECT_EQ(loop.dispatch(&throws, sizeof(throws)), 0);
+  EXPECT_EQ(loop.event_errors(), 3u);
+  EXPECT_EQ(handled, 0);
+  EXPECT_EQ(loop.dispatch(&ok, sizeof(ok)), 0);
+  EXPECT_EQ(handled, 1);
+}
+
+TEST(EventLoopTest, PollErrorsBackOffBoundedAndTheLoopGoesOn) {
+  std::vector<int64_t> sleeps;
+  int handled = 0;
+  EventLoop loop([&](const omniprof_event&) { handled++; },
+                 [&](std::chrono::milliseconds d) { sleeps.push_back(d.count()); });
+  std::atomic<bool> stop{false};
+  int polls = 0;
+  loop.run(
+      [&](int timeout_ms) {
+        EXPECT_EQ(timeout_ms, EventLoop::kPollTimeoutMs);
+        polls++;
+        if (polls <= 9) return -EIO;     // a broken buffer, for a while
+        if (polls == 10) return -EINTR;  // a signal: not an error
+        if (polls == 11) {
+          omniprof_event e = event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 5);
+          loop.dispatch(&e, sizeof(e));
+          return 1;
+        }
+        if (polls == 12) return -ENOMEM;  // after a success: back to the first back-off
+        stop = true;
+        return 0;
+      },
+      stop);
+  EXPECT_EQ(loop.poll_errors(), 10u);
+  EXPECT_EQ(handled, 1);
+  EXPECT_EQ(sleeps, (std::vector<int64_t>{10, 20, 40, 80, 160, 320, 640, 1000, 1000, 10}));
+}
+
+}  // namespace
+}  // namespace omniprof

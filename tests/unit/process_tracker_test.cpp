@@ -1,0 +1,200 @@
+// ProcessTracker's locking without a kernel: the first reference to an
+// executable builds its unwind table (here a loader blocked on a latch), and
+// that must happen outside the tracker's lock, one operation per pid at a
+// time. Every assertion is about order: what completes while the load is
+// still blocked, what a second event for the same pid sees afterwards.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "executables/executable_info_manager.h"
+#include "executables/file_id.h"
+#include "process/process_tracker.h"
+#include "symbolize/elf_symbolizer.h"
+
+extern char** environ;
+
+namespace omniprof {
+namespace {
+
+// Loads instantly until armed; armed, the next load waits until released.
+class LatchedLoader : public ExecutableLoader {
+ public:
+  omniprof_status load(uint64_t, const std::string&, std::string&) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    loads_++;
+    if (armed_) {
+      blocked_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return !armed_; });
+      blocked_ = false;
+    }
+    return OMNIPROF_OK;
+  }
+  void unload(uint64_t) override {}
+  void arm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = true;
+  }
+  void wait_until_blocked() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return blocked_; });
+  }
+  bool blocked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return blocked_;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool armed_ = false;
+  bool blocked_ = false;
+  int loads_ = 0;
+};
+
+// Another process that maps other files than this test (so describing this
+// test later needs new loads): /bin/sleep.
+class SleepingChild {
+ public:
+  SleepingChild() {
+    char arg0[] = "sleep", arg1[] = "60";
+    char* argv[] = {arg0, arg1, nullptr};
+    if (posix_spawn(&pid_, "/bin/sleep", nullptr, nullptr, argv, environ) != 0) pid_ = -1;
+  }
+  ~SleepingChild() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class ProcessTrackerLockTest : public ::testing::Test {
+ protected:
+  ProcessTrackerLockTest() : executables_(loader_) {
+    tracker_.track_executables(&executables_, &file_ids_, &symbolizer_);
+  }
+  void SetUp() override {
+    ASSERT_GT(child_.pid(), 0) << "cannot start /bin/sleep";
+    ASSERT_NE(tracker_.get(child_.pid()), nullptr);
+  }
+  static std::set<uint64_t> file_ids_of(const ProcessSnapshot& snapshot) {
+    std::set<uint64_t> ids;
+    for (const auto& executable : snapshot.executables) {
+      if (executable.file_id != 0) ids.insert(executable.file_id);
+    }
+    return ids;
+  }
+  std::set<uint64_t> child_files() { return file_ids_of(*tracker_.get(child_.pid())); }
+  // Runs `body` on another thread and waits for it; false if it is still
+  // stuck after a minute (then the loader is released so the test ends).
+  bool completes_while_load_is_blocked(const std::function<void()>& body) {
+    auto done = std::async(std::launch::async, body);
+    bool completed = done.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    EXPECT_TRUE(loader_.blocked()) << "the load was released before the check ended";
+    if (!completed) loader_.release();
+    done.get();
+    return completed;
+  }
+
+  LatchedLoader loader_;
+  FileIdCache file_ids_;
+  ElfSymbolizer symbolizer_;
+  ExecutableInfoManager executables_;
+  ProcessTracker tracker_{nullptr, nullptr};
+  SleepingChild child_;
+};
+
+TEST_F(ProcessTrackerLockTest, SlowTableBuildBlocksNeitherReadersNorOtherProcesses) {
+  const int32_t self = getpid();
+  loader_.arm();
+  std::shared_ptr<const ProcessSnapshot> described;
+  std::thread event_thread([&] { described = tracker_.get(self); });
+  loader_.wait_until_blocked();
+
+  size_t size_meanwhile = 0;
+  std::shared_ptr<const ProcessSnapshot> child_meanwhile;
+  EXPECT_TRUE(completes_while_load_is_blocked([&] {
+    size_meanwhile = tracker_.size();
+    child_meanwhile = tracker_.get(child_.pid());
+    (void)tracker_.stats();
+    tracker_.end_round();  // the main thread at a round's end
+  })) << "the tracker waited for a table build";
+  EXPECT_EQ(size_meanwhile, 1u);  // this process is not published yet
+  ASSERT_NE(child_meanwhile, nullptr);
+  EXPECT_EQ(child_meanwhile->pid, child_.pid());
+
+  loader_.release();
+  event_thread.join();
+  ASSERT_NE(described, nullptr);
+  EXPECT_EQ(described->pid, self);
+  EXPECT_EQ(tracker_.size(), 2u);
+}
+
+TEST_F(ProcessTrackerLockTest, SecondRequestForAPidBeingDescribedWaitsForTheSameSnapshot) {
+  const int32_t self = getpid();
+  loader_.arm();
+  std::shared_ptr<const ProcessSnapshot> first, second;
+  std::thread event_thread([&] { first = tracker_.get(self); });
+  loader_.wait_until_blocked();
+  // A second notice for the same process (the main thread's round end, or a
+  // stale-mappings event) is not described twice.
+  std::thread main_thread([&] { second = tracker_.get(self); });
+  std::thread refresh_thread([&] { tracker_.refresh_for_unknown_address(self); });
+  loader_.release();
+  event_thread.join();
+  main_thread.join();
+  refresh_thread.join();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(tracker_.stats().described, 2u);  // the child and this process, once each
+  // Each file this process maps holds one reference for it (two if the
+  // child maps it too), however many requests raced.
+  for (uint64_t file_id : file_ids_of(*first)) {
+    EXPECT_EQ(executables_.references(file_id), 1u + child_files().count(file_id)) << file_id;
+  }
+}
+
+TEST_F(ProcessTrackerLockTest, ExitDuringDescribeIsAppliedAfterThePublish) {
+  const int32_t self = getpid();
+  loader_.arm();
+  std::thread event_thread([&] { tracker_.get(self); });
+  loader_.wait_until_blocked();
+  omniprof_event exit_event{};
+  exit_event.type = OMNIPROF_EVENT_EXIT;
+  exit_event.pid = static_cast<uint32_t>(self);
+  EXPECT_TRUE(completes_while_load_is_blocked([&] { tracker_.handle_event(exit_event); }))
+      << "the exit waited for a table build";
+  loader_.release();
+  event_thread.join();
+  auto snapshot = tracker_.get(self);
+  ASSERT_NE(snapshot, nullptr);
+  EXPECT_TRUE(snapshot->exited);
+  tracker_.end_round();  // exited: forgotten, its references dropped
+  EXPECT_EQ(tracker_.size(), 1u);
+  for (uint64_t file_id : file_ids_of(*snapshot)) {
+    EXPECT_EQ(executables_.references(file_id), child_files().count(file_id)) << file_id;
+  }
+}
+
+}  // namespace
+}  // namespace omniprof
