@@ -19,6 +19,7 @@
 
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
+#include "executables/open_executables.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_symbolizer.h"
 
@@ -91,7 +92,7 @@ class SleepingChild {
 class ProcessTrackerLockTest : public ::testing::Test {
  protected:
   ProcessTrackerLockTest() : executables_(loader_) {
-    tracker_.track_executables(&executables_, &file_ids_, &symbolizer_);
+    tracker_.track_executables(&executables_, &open_files_, &symbolizer_);
   }
   void SetUp() override {
     ASSERT_GT(child_.pid(), 0) << "cannot start /bin/sleep";
@@ -118,6 +119,7 @@ class ProcessTrackerLockTest : public ::testing::Test {
 
   LatchedLoader loader_;
   FileIdCache file_ids_;
+  OpenExecutables open_files_{file_ids_};
   ElfSymbolizer symbolizer_;
   ExecutableInfoManager executables_;
   ProcessTracker tracker_{nullptr, nullptr};
