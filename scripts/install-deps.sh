@@ -18,6 +18,9 @@ PACKAGES=(
   ruby
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
+  # the kernel matrix (scripts/kernel-matrix.sh): QEMU, a static busybox
+  # initramfs packed with cpio, module decompressors
+  qemu-system-x86 busybox-static cpio xz-utils zstd
 )
 
 missing=()
