@@ -201,7 +201,7 @@ EOF
   local verdict ran_before=$((PASSED + FAILED))
   count_results "$results/ctest-junit.xml" "$release"
   if [ "$status" -eq 124 ]; then
-    verdict="TIMED OUT after ${elapsed}s"
+    verdict="TIMED OUT (limit ${GUEST_TIMEOUT}s)"
     status=1
   elif [ ! -s "$results/uname" ]; then
     verdict="did not boot (no suite ran; qemu exit $status)"
@@ -219,23 +219,27 @@ EOF
     verdict="passed"
     status=0
   fi
-  SUMMARY+=("$(cat "$results/uname" 2>/dev/null || echo "$release"): $verdict in ${elapsed}s; $COUNTS")
-  log "$release: $verdict in ${elapsed}s; $COUNTS (console log and JUnit report in $results)"
+  local times
+  times=$(cat "$results/times" 2>/dev/null || true)
+  SUMMARY+=("$(cat "$results/uname" 2>/dev/null || echo "$release"): $verdict in ${elapsed}s${times:+ ($times)}; $COUNTS")
+  log "$release: $verdict in ${elapsed}s${times:+ ($times)}; $COUNTS (console log and JUnit report in $results)"
   return "$status"
 }
 
 # Counts one guest's tests from ctest's JUnit report into COUNTS ("N passed,
-# N failed, N skipped") and adds them to the totals; names each failed test.
+# N failed, N skipped") and adds them to the totals; names each failed and
+# each skipped test (a skip in a guest must have a reason: see its log).
 count_results() {
-  local xml=$1 release=$2 passed=0 failed=0 skipped=0 name
+  local xml=$1 release=$2 passed=0 failed=0 skipped=0 name status
   if [ -s "$xml" ]; then
-    passed=$(grep -c '<testcase .*status="run"' "$xml" || true)
-    failed=$(grep -c '<testcase .*status="fail"' "$xml" || true)
-    skipped=$(grep -c '<testcase .*status="notrun"' "$xml" || true)
-    while IFS= read -r name; do
-      FAILED_TESTS+=("$release: $name")
-    done < <(grep -o '<testcase name="[^"]*".*status="fail"' "$xml" |
-      sed -e 's/<testcase name="\([^"]*\)".*/\1/' -e 's/  # GetParam().*//')
+    while IFS=$'\t' read -r name status; do
+      case $status in
+        run) passed=$((passed + 1)) ;;
+        fail) failed=$((failed + 1)); NOT_PASSED+=("FAILED $release: $name") ;;
+        *) skipped=$((skipped + 1)); NOT_PASSED+=("SKIPPED ($status) $release: $name") ;;
+      esac
+    done < <(grep -o '<testcase name="[^"]*"[^>]* status="[a-z]*"' "$xml" |
+      sed -e 's/^<testcase name="\([^"]*\)".* status="\([a-z]*\)"$/\1\t\2/' -e 's/  # GetParam()[^\t]*//')
   fi
   PASSED=$((PASSED + passed))
   FAILED=$((FAILED + failed))
@@ -244,7 +248,7 @@ count_results() {
 }
 
 PASSED=0 FAILED=0 SKIPPED=0 COUNTS=
-SUMMARY=() FAILED_TESTS=()
+SUMMARY=() NOT_PASSED=()
 overall=0
 packages=()
 for kernel in "${kernels[@]}"; do packages+=("$(resolve_package "$kernel")"); done
@@ -255,7 +259,7 @@ done
 
 log "summary"
 for line in "${SUMMARY[@]}"; do log "  $line"; done
-for line in "${FAILED_TESTS[@]}"; do log "  FAILED $line"; done
+for line in "${NOT_PASSED[@]}"; do log "  $line"; done
 [ "$overall" -eq 0 ] && [ "$FAILED" -eq 0 ] || overall=1
 echo "kernel-matrix: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 exit "$overall"

@@ -13,11 +13,14 @@ export HOME=/tmp/kernel-matrix-home GOCACHE=/tmp/kernel-matrix-home/go-build TMP
 mkdir -p "$HOME"
 [ -n "$MATRIX_CI" ] && export CI=$MATRIX_CI
 
+uptime_seconds() { cut -d' ' -f1 /proc/uptime; }
+booted=$(uptime_seconds)
 uname -r >"$results/uname"
 echo "kernel-matrix: guest kernel $(uname -r) ($(nproc) CPUs)"
 cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_DIR"; echo 1 >"$results/status"; exit 1; }
 # shellcheck disable=SC2086  # MATRIX_CTEST_ARGS is a list of words
 ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" --output-junit "$results/ctest-junit.xml" $MATRIX_CTEST_ARGS
 status=$?
+echo "boot ${booted}s, suite $(awk -v a="$booted" -v b="$(uptime_seconds)" 'BEGIN { printf "%.0f", b - a }')s by the guest's clock" >"$results/times"
 echo "$status" >"$results/status"
 exit "$status"
