@@ -90,6 +90,28 @@ resolve_package() {
   echo "$name"
 }
 
+# amd64 or rt-amd64 for linux-image-6.1.0-N-amd64[-unsigned] and the like.
+flavour_of() {
+  local flavour=${1#linux-image-6.1.0-*-}
+  echo "${flavour%-unsigned}"
+}
+
+# Removes the cached packages and trees of the same flavour as PACKAGE but of
+# another ABI or version (about 470 MB each): a new kernel replaces the old.
+prune_older() {
+  local package=$1 version=$2 entry name
+  for entry in "$CACHE_DIR"/linux-image-6.1.0-*; do
+    [ -e "$entry" ] || continue
+    name=${entry##*/}
+    name=${name%%_*}
+    [ "$(flavour_of "$name")" = "$(flavour_of "$package")" ] || continue
+    case ${entry##*/} in
+      "${package}_${version}" | "${package}_${version//:/%3a}_amd64.deb") ;;
+      *) log "removing the superseded $entry" >&2; rm -rf "$entry" ;;
+    esac
+  done
+}
+
 # Downloads (once) and unpacks (once) a kernel package; prints its unpacked root.
 fetch_kernel() {
   local package=$1 version deb root
@@ -102,6 +124,7 @@ fetch_kernel() {
     # cache, which makes apt warn and download as root: that is fine here.
     (cd "$CACHE_DIR" && apt-get download -q "$package=$version" 2>&1 | grep -v 'unsandboxed' >&2) || true
     [ -s "$deb" ] || die "apt-get download $package=$version did not produce $deb"
+    prune_older "$package" "$version"
   fi
   root=$CACHE_DIR/${package}_${version}
   if [ ! -e "$root/.unpacked" ]; then
@@ -157,7 +180,9 @@ build_initramfs() {
   for name in "${ROOT_MODULES[@]}"; do add_module "$name"; done
   printf '%s\n' "${order[@]}" >"$staging/modules/order"
 
-  (cd "$staging" && find . | cpio -o -H newc --quiet | gzip -1) >"$out" || die "cannot pack $out"
+  # Renamed into place: a concurrent run may be booting the previous one.
+  (cd "$staging" && find . | cpio -o -H newc --quiet | gzip -1) >"$out.$$" && mv "$out.$$" "$out" ||
+    die "cannot pack $out"
   rm -rf "$staging"
 }
 
