@@ -213,6 +213,9 @@ EOF
   log "booting $release ($package) under TCG: $GUEST_CPUS CPUs, $GUEST_MEMORY MiB, at most ${GUEST_TIMEOUT}s"
   start=$(date +%s)
   # KVM is not used: a nested KVM guest hangs at boot on this kind of machine.
+  # Under TCG the kernel finds the vCPUs' TSCs unsynchronized and falls back
+  # to HPET, which has no vDSO clock: clocksource=tsc keeps clock_gettime in
+  # the vDSO, as on real machines (the vDSO e2e test samples it there).
   timeout -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu max -smp "$GUEST_CPUS" -m "$GUEST_MEMORY" \
     -nodefaults -display none -serial stdio -no-reboot \
