@@ -19,6 +19,9 @@ PACKAGES=(
   ruby python3 nodejs
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
+  # the kernel matrix (scripts/kernel-matrix.sh): QEMU, a static busybox
+  # initramfs packed with cpio, module decompressors
+  qemu-system-x86 busybox-static cpio xz-utils zstd
 )
 
 missing=()

@@ -2,12 +2,14 @@
 // walked whole by the native plugin's unwind tables in BPF. Checked through
 // `go tool pprof` on the written profile.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "e2e_support.h"
@@ -196,16 +198,44 @@ TEST(DebugUnwindTableTest, ACorruptedFdeCostsThatFunctionOnlyAndIsReported) {
   EXPECT_GT(kept.size(), 10u);
 }
 
+// True once PID has a perf event open (the agent samples from then on);
+// false if it ends first or LIMIT passes.
+bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
+  namespace fs = std::filesystem;
+  std::string proc = "/proc/" + std::to_string(pid);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat(proc + "/stat");
+    std::string pid_field, comm, state;
+    if (!(stat >> pid_field >> comm >> state) || state == "Z") return false;
+    std::error_code ec;
+    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   OMNIPROF_REQUIRE_BPF();
+  // The workload starts once the agent samples, not after a guessed delay:
+  // start-up takes seconds under emulation (the kernel matrix), longer than
+  // the workload lives. It exits with seconds of recording left.
+  std::string dir = temp_dir("exit");
+  std::string out = dir + "/profile.pb.gz", log = dir + "/record.log";
+  BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log});
+  ASSERT_TRUE(wait_for_perf_events(record.pid(), std::chrono::seconds(120))) << "omniprof record never sampled";
   BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
-  std::string out = temp_dir("exit") + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-o", out});
-  ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(target.wait(), 0);
+  int exit_code = record.wait();
+  std::stringstream output;
+  output << std::ifstream(log).rdbuf();
+  ASSERT_EQ(exit_code, 0) << output.str();
   // The workload's own executable is mapped by no other process: its table
   // leaves the maps with it.
-  EXPECT_NE(result.out.find("host.executables_unloaded"), std::string::npos) << result.out;
+  EXPECT_NE(output.str().find("host.executables_unloaded"), std::string::npos) << output.str();
 }
 
 }  // namespace

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs inside the kernel-matrix guest, chrooted into the host's root (an
+# overlay over the read-only 9p share): the test suite of the already-built
+# tree, exactly as ./scripts/test.sh runs it on the host (ctest, so every test
+# the build contains runs). Writes the guest's kernel release, ctest's JUnit
+# report and the exit status into the results share ($1).
+set -uo pipefail
+results=$1
+# shellcheck source=/dev/null
+. "$results/job.env"
+
+export HOME=/tmp/kernel-matrix-home GOCACHE=/tmp/kernel-matrix-home/go-build TMPDIR=/tmp
+mkdir -p "$HOME"
+[ -n "$MATRIX_CI" ] && export CI=$MATRIX_CI
+
+uptime_seconds() { cut -d' ' -f1 /proc/uptime; }
+booted=$(uptime_seconds)
+uname -r >"$results/uname"
+echo "kernel-matrix: guest kernel $(uname -r) ($(nproc) CPUs)"
+cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_DIR"; echo 1 >"$results/status"; exit 1; }
+# shellcheck disable=SC2086  # MATRIX_CTEST_ARGS is a list of words
+ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" --output-junit "$results/ctest-junit.xml" $MATRIX_CTEST_ARGS
+status=$?
+echo "boot ${booted}s, suite $(awk -v a="$booted" -v b="$(uptime_seconds)" 'BEGIN { printf "%.0f", b - a }')s by the guest's clock" >"$results/times"
+echo "$status" >"$results/status"
+exit "$status"
