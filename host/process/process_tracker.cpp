@@ -228,13 +228,15 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     std::vector<std::string> paths;
     paths.reserve(snapshot.mappings.size());
     for (const auto& m : snapshot.mappings) paths.push_back(snapshot.host_path(m));
+    std::vector<const char*> names;
     for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
       const auto& m = snapshot.mappings[i];
       mappings.push_back({m.start, m.end, m.offset, paths[i].c_str()});
+      names.push_back(m.path.c_str());
     }
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
-                             mappings.size()};
+                             mappings.size(), names.data()};
     for (const auto& plugin : plugins_->plugins()) {
       if (plugin->state != PluginState::kLoaded) continue;
       omniprof_process_attach attach{};

@@ -266,6 +266,25 @@ TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
   EXPECT_NE(result.out.find("loaded    native"), std::string::npos) << result.out;
 }
 
+// detect_process is shown each mapping under the name it has for the process
+// (how an interpreter plugin finds libpython), even though the host reads the
+// file through a descriptor or /proc/PID/map_files.
+TEST(PluginsTest, DetectProcessSeesTheNamesTheProcessMapsItsFilesBy) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("plugins-names");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n"
+                        << "runtimes:\n  fixture: true\n";
+  BackgroundProcess chain({workload("chain_nofp_shared"), "20"});
+  auto result = record({"-d", "1", "-p", std::to_string(chain.pid()), "--config", config, "-o", dir + "/p.pb.gz"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string prefix = "fixture: pid " + std::to_string(chain.pid()) + " maps ";
+  std::string log = result.out + result.err;
+  EXPECT_NE(log.find(prefix + workload("chain_nofp_shared") + " read as /proc/"), std::string::npos) << log;
+  EXPECT_NE(log.find("libchainlink.so read as /proc/"), std::string::npos) << log;
+  EXPECT_EQ(log.find(prefix + "/proc/"), std::string::npos) << "a name that is only a way to read the file: " << log;
+}
+
 TEST(PluginsTest, RuntimeDisabledInConfigIsListedAsDisabled) {
   OMNIPROF_REQUIRE_BPF();
   std::string dir = temp_dir("plugins-disabled");

@@ -162,6 +162,14 @@ struct omniprof_process {
   const char *comm;
   const struct omniprof_mapping *mappings; /* executable mappings */
   size_t num_mappings;
+  /* ---- ABI 1.2 ----
+   * The name each mapping's file has for the process, as /proc/PID/maps
+   * shows it (without " (deleted)"), parallel to `mappings`: what a plugin
+   * recognises a runtime by ("libpython3.12.so.1.0"), where `path` is only a
+   * way to read the file. The host always passes it; a plugin of ABI 1.1
+   * never sees it (the host refuses plugins of a newer minor, so no plugin
+   * reads past the end of an older host's struct). */
+  const char *const *mapping_names;
 };
 
 /* What detect_process fills when a process is the plugin's. */
