@@ -24,6 +24,9 @@ BUILD_DIR=$(cd "${OMNIPROF_BUILD_DIR:-build}" 2>/dev/null && pwd -P) || {
   echo "kernel-matrix: no build tree at ${OMNIPROF_BUILD_DIR:-build} (run ./scripts/build.sh first)" >&2
   exit 2
 }
+# The ThreadSanitizer build scripts/test.sh makes; its tests run in the
+# guests too when it exists.
+TSAN_BUILD_DIR=$(cd "${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}" 2>/dev/null && pwd -P) || TSAN_BUILD_DIR=
 CACHE_DIR=${OMNIPROF_KERNEL_MATRIX_CACHE:-/var/cache/omniprof/kernel-matrix}
 GUEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TIMEOUT:-1500}
 TEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TEST_TIMEOUT:-600}
@@ -203,6 +206,7 @@ run_kernel() {
   cat >"$results/job.env" <<EOF
 MATRIX_SOURCE_DIR='$REPO_DIR'
 MATRIX_BUILD_DIR='$BUILD_DIR'
+MATRIX_TSAN_BUILD_DIR='$TSAN_BUILD_DIR'
 MATRIX_GUEST_SCRIPT='$MATRIX_DIR/guest-suite.sh'
 MATRIX_RESULTS_MOUNT=/run/kernel-matrix-results
 MATRIX_CI='${CI:-}'
@@ -227,7 +231,7 @@ EOF
   elapsed=$(($(date +%s) - start))
 
   local verdict ran_before=$((PASSED + FAILED))
-  count_results "$results/ctest-junit.xml" "$release"
+  count_results "$release" "$results/ctest-junit.xml" "$results/ctest-tsan-junit.xml"
   if [ "$status" -eq 124 ]; then
     verdict="TIMED OUT (limit ${GUEST_TIMEOUT}s)"
     status=1
@@ -254,12 +258,15 @@ EOF
   return "$status"
 }
 
-# Counts one guest's tests from ctest's JUnit report into COUNTS ("N passed,
+# Counts one guest's tests from ctest's JUnit reports (the main build's, and
+# the ThreadSanitizer build's when there is one) into COUNTS ("N passed,
 # N failed, N skipped") and adds them to the totals; names each failed and
 # each skipped test (a skip in a guest must have a reason: see its log).
 count_results() {
-  local xml=$1 release=$2 passed=0 failed=0 skipped=0 name status
-  if [ -s "$xml" ]; then
+  local release=$1 passed=0 failed=0 skipped=0 name status xml
+  shift
+  for xml in "$@"; do
+    [ -s "$xml" ] || continue
     while IFS=$'\t' read -r name status; do
       case $status in
         run) passed=$((passed + 1)) ;;
@@ -268,7 +275,7 @@ count_results() {
       esac
     done < <(grep -o '<testcase name="[^"]*"[^>]* status="[a-z]*"' "$xml" |
       sed -e 's/^<testcase name="\([^"]*\)".* status="\([a-z]*\)"$/\1\t\2/' -e 's/  # GetParam()[^\t]*//')
-  fi
+  done
   PASSED=$((PASSED + passed))
   FAILED=$((FAILED + failed))
   SKIPPED=$((SKIPPED + skipped))

@@ -2,7 +2,7 @@
 # Runs inside the kernel-matrix guest, chrooted into the host's root (an
 # overlay over the read-only 9p share): the test suite of the already-built
 # tree, exactly as ./scripts/test.sh runs it on the host (ctest, so every test
-# the build contains runs). Writes the guest's kernel release, ctest's JUnit
+# the build contains runs; then the ThreadSanitizer build's, if any). Writes the guest's kernel release, ctest's JUnit
 # report and the exit status into the results share ($1).
 set -uo pipefail
 results=$1
@@ -21,6 +21,13 @@ cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_
 # shellcheck disable=SC2086  # MATRIX_CTEST_ARGS is a list of words
 ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" --output-junit "$results/ctest-junit.xml" $MATRIX_CTEST_ARGS
 status=$?
+# The ThreadSanitizer build's tests (the host's threading), when test.sh
+# made that build.
+if [ -n "${MATRIX_TSAN_BUILD_DIR:-}" ] && [ -f "$MATRIX_TSAN_BUILD_DIR/CTestTestfile.cmake" ]; then
+  # shellcheck disable=SC2086
+  (cd "$MATRIX_TSAN_BUILD_DIR" && ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" \
+     --output-junit "$results/ctest-tsan-junit.xml" $MATRIX_CTEST_ARGS) || status=1
+fi
 echo "boot ${booted}s, suite $(awk -v a="$booted" -v b="$(uptime_seconds)" 'BEGIN { printf "%.0f", b - a }')s by the guest's clock" >"$results/times"
 echo "$status" >"$results/status"
 exit "$status"
