@@ -244,12 +244,18 @@ TEST(PluginsTest, ListsTheNativePluginAsLoaded) {
 namespace omniprof::e2e {
 namespace {
 
-TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
-  OMNIPROF_REQUIRE_BPF();
-  std::string dir = temp_dir("plugins");
+// A config in `dir` that looks for plugins among the fixtures and enables
+// their runtime.
+std::string fixture_plugins_config(const std::string& dir) {
   std::string config = dir + "/omniprof.yaml";
   std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n"
                         << "runtimes:\n  fixture: true\n";
+  return config;
+}
+
+TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string config = fixture_plugins_config(temp_dir("plugins"));
   auto result = run_command({OMNIPROF_BINARY, "plugins", "--config", config});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   // The third-party plugin's BPF object reuses the host's maps, passes the
@@ -272,9 +278,7 @@ TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
 TEST(PluginsTest, DetectProcessSeesTheNamesTheProcessMapsItsFilesBy) {
   OMNIPROF_REQUIRE_BPF();
   std::string dir = temp_dir("plugins-names");
-  std::string config = dir + "/omniprof.yaml";
-  std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n"
-                        << "runtimes:\n  fixture: true\n";
+  std::string config = fixture_plugins_config(dir);
   BackgroundProcess chain({workload("chain_nofp_shared"), "20"});
   auto result = record({"-d", "1", "-p", std::to_string(chain.pid()), "--config", config, "-o", dir + "/p.pb.gz"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
