@@ -25,7 +25,7 @@ status=$?
 # made that build.
 if [ -n "${MATRIX_TSAN_BUILD_DIR:-}" ] && [ -f "$MATRIX_TSAN_BUILD_DIR/CTestTestfile.cmake" ]; then
   # shellcheck disable=SC2086
-  (cd "$MATRIX_TSAN_BUILD_DIR" && ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" \
+  (cd "$MATRIX_TSAN_BUILD_DIR" && ctest -L tsan --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" \
      --output-junit "$results/ctest-tsan-junit.xml" $MATRIX_CTEST_ARGS) || status=1
 fi
 echo "boot ${booted}s, suite $(awk -v a="$booted" -v b="$(uptime_seconds)" 'BEGIN { printf "%.0f", b - a }')s by the guest's clock" >"$results/times"
