@@ -373,6 +373,7 @@ Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
     Elf_Data* data = *contents;
 
     const size_t count = data->d_size / symbol_entry_size;
+    result.reserve(result.size() + count);  // an upper bound: no doubling past it
     for (size_t i = 1; i < count; ++i) {  // entry 0 is the reserved null symbol
       GElf_Sym sym;
       if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;

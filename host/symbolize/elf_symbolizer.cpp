@@ -113,6 +113,12 @@ struct ElfSymbolizer::LoadedFile {
   }
 
   void add_symbols(const std::vector<ElfSymbol>& symbols) {
+    // Sized once: a big symbol table (node: 185k symbols) must not leave a
+    // vector and a string at up to twice their size through doubling.
+    size_t name_bytes = 0;
+    for (const ElfSymbol& symbol : symbols) name_bytes += symbol.name.size();
+    names.reserve(names.size() + name_bytes);
+    by_name.reserve(by_name.size() + symbols.size());
     for (const ElfSymbol& symbol : symbols) {
       Entry entry;
       entry.start = symbol.value;
@@ -130,6 +136,8 @@ struct ElfSymbolizer::LoadedFile {
   // Builds `functions` from all collected symbols and sorts `by_name`.
   void build_indexes() {
     std::vector<Entry> candidates;
+    candidates.reserve(static_cast<size_t>(
+        std::count_if(by_name.begin(), by_name.end(), [](const Entry& entry) { return is_function(entry.type); })));
     for (const Entry& entry : by_name) {
       if (is_function(entry.type)) candidates.push_back(entry);
     }
@@ -153,6 +161,7 @@ struct ElfSymbolizer::LoadedFile {
       functions.push_back(chosen);
       i = group_end;
     }
+    functions.shrink_to_fit();  // kept for the file's life in the cache
     // Symbols without any size extend to the next symbol, but not past the
     // end of their section.
     for (size_t i = 0; i < functions.size(); ++i) {
