@@ -1,0 +1,86 @@
+/* The CPython layout facts pyperf's BPF program needs, shared by the BPF
+ * object (plugins/python/pyperf.bpf.c) and the plugin's user space, which
+ * fills one entry per supported minor version in the private map
+ * python_offsets from the shipped YAML (offsets/python.yaml) or, on 3.13+,
+ * from the process's own _Py_DebugOffsets.
+ *
+ * Offsets are bytes from the start of the named struct. PYTHON_OFFSET_NONE
+ * marks a field the version does not have (the YAML writes it as -1).
+ */
+#ifndef OMNIPROF_PYTHON_OFFSETS_H
+#define OMNIPROF_PYTHON_OFFSETS_H
+
+#include "omniprof/bpf/abi.h"
+
+#define PYTHON_OFFSET_NONE 0xffff
+/* Entries of the python_offsets map: one per supported minor version. */
+#define PYTHON_MAX_VERSIONS 16
+
+/* How a version keeps its frames. */
+enum python_frame_model {
+  /* 2.7 to 3.10: a PyFrameObject per call, one per evaluation loop call
+   * (PyEval_EvalFrameEx / _PyEval_EvalFrameDefault); f_lasti is the
+   * instruction's byte offset (up to 3.9) or code-unit index (3.10). */
+  PYTHON_FRAME_OBJECT = 1,
+  /* 3.11: _PyInterpreterFrame chained by `previous`; one evaluation loop call
+   * runs frames up to and including the one with is_entry set. */
+  PYTHON_INTERPRETER_FRAME_311 = 2,
+  /* 3.12+: as 3.11, but each evaluation loop call pushes a shim frame owned
+   * by the C stack (owner == PYTHON_FRAME_OWNED_BY_CSTACK) below the frames it
+   * runs: that frame is the boundary, never shown. */
+  PYTHON_INTERPRETER_FRAME_312 = 3,
+};
+
+/* _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h). */
+#define PYTHON_FRAME_OWNED_BY_THREAD 0
+#define PYTHON_FRAME_OWNED_BY_GENERATOR 1
+#define PYTHON_FRAME_OWNED_BY_FRAME_OBJECT 2
+#define PYTHON_FRAME_OWNED_BY_CSTACK 3
+
+/* How the plugin tells, at sample time, whether the sampled thread holds the GIL. */
+enum python_gil_model {
+  /* 2.7: _PyThreadState_Current (gil_holder address) is the thread state that
+   * holds the GIL, NULL while it is released. */
+  PYTHON_GIL_CURRENT_TSTATE = 1,
+  /* 3.6 to 3.11: the GIL's `locked` and `last_holder` sit at fixed addresses
+   * (3.6: the statics gil_locked / gil_last_holder; 3.7+: inside
+   * _PyRuntime.ceval.gil): held by T iff locked != 0 and last_holder == T. */
+  PYTHON_GIL_STATIC = 2,
+  /* 3.12+: each interpreter points at its GIL (interp + interp_ceval_gil);
+   * locked and last_holder are at gil_locked / gil_last_holder inside it. */
+  PYTHON_GIL_PER_INTERPRETER = 3,
+};
+
+struct python_offsets {
+  omniprof_u32 version_hex; /* major << 24 | minor << 16, as PY_VERSION_HEX */
+  omniprof_u8 frame_model;  /* enum python_frame_model */
+  omniprof_u8 gil_model;    /* enum python_gil_model */
+  omniprof_u16 reserved;
+
+  /* PyInterpreterState */
+  omniprof_u16 interp_tstate_head; /* tstate_head (up to 3.11), threads.head (3.12+) */
+  omniprof_u16 interp_ceval_gil;   /* ceval.gil (3.12+: a pointer), else NONE */
+
+  /* PyThreadState */
+  omniprof_u16 tstate_next;
+  omniprof_u16 tstate_thread_id;   /* pthread_self() of the thread: its fs base on x86-64 glibc */
+  omniprof_u16 tstate_frame;       /* frame (up to 3.10), cframe (3.11, 3.12), current_frame (3.13+) */
+  omniprof_u16 cframe_current_frame; /* _PyCFrame.current_frame (3.11, 3.12), else NONE */
+
+  /* PyFrameObject (up to 3.10) or _PyInterpreterFrame (3.11+) */
+  omniprof_u16 frame_back;     /* f_back / previous */
+  omniprof_u16 frame_code;     /* f_code / f_code (3.11, 3.12) / f_executable (3.13+) */
+  omniprof_u16 frame_lasti;    /* f_lasti (int, up to 3.10) / prev_instr (3.11, 3.12) / instr_ptr (3.13+) */
+  omniprof_u16 frame_owner;    /* owner (char, 3.12+; 3.11 has it too), else NONE */
+  omniprof_u16 frame_is_entry; /* is_entry (bool, 3.11 only), else NONE */
+
+  /* PyCodeObject */
+  omniprof_u16 code_adaptive;  /* co_code_adaptive (3.11+: the instructions), else NONE */
+
+  /* The GIL's state (gil_model PYTHON_GIL_PER_INTERPRETER: inside the GIL
+   * struct; PYTHON_GIL_STATIC: unused, the plugin passes the addresses). */
+  omniprof_u16 gil_locked;
+  omniprof_u16 gil_last_holder;
+};
+
+#endif /* OMNIPROF_PYTHON_OFFSETS_H */
