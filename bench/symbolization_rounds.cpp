@@ -99,8 +99,10 @@ RoundSamples make_round(const std::vector<pid_t>& pids, int stacks_per_process, 
     for (int s = 0; s < stacks_per_process; ++s) {
       StackFrames stack;
       for (int f = 0; f < kFramesPerStack; ++f) {
-        stack.frames.push_back(pool[random() % pool.size()]);
-        stack.kinds.push_back(OMNIPROF_FRAME_NATIVE);
+        omniprof_frame frame{};
+        frame.address = pool[random() % pool.size()];
+        frame.kind = OMNIPROF_FRAME_NATIVE;
+        stack.frames.push_back(frame);
       }
       omniprof_stack_key key{};
       key.pid = static_cast<uint32_t>(pid);

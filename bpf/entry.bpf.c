@@ -33,24 +33,40 @@ static __always_inline __u64 mix64(__u64 h) {
   return h;
 }
 
-/* Stores a stack under the hash of its frames and returns that id. A stack
- * that cannot be stored (map full) keeps its sample, as OMNIPROF_STACK_ID_LOST.
- * Kernel stacks leave `kinds` unset (every frame is a kernel frame: the host
- * knows them from kernel_stack_id), so only user stacks hash their kinds. */
-static __always_inline __u64 store_stack(struct omniprof_stack *stack, bool user) {
-  __u32 len = stack->len;
-  __u64 hash = mix64(len ^ ((__u64)user << 63));
+/* Stores the first `len` frames of `frames` under the hash of their contents
+ * and returns that id. A stack is stored as fragments of
+ * OMNIPROF_FRAGMENT_FRAMES frames (stack_traces is keyed by (id, index)), so
+ * it costs the room of the frames it has. Fragment 0 is written last: once
+ * it is there, the whole stack is. A stack that cannot be stored (map full)
+ * keeps its sample, as OMNIPROF_STACK_ID_LOST; fragments of it already
+ * written are dropped by the host with the other unreferenced ones.
+ * `frames` points into the per-CPU state (a map value), whose fragments can
+ * be handed to the map update directly. */
+static __always_inline __u64 store_stack(struct omniprof_frame *frames, __u32 len) {
+  if (len > OMNIPROF_MAX_STACK_DEPTH) len = OMNIPROF_MAX_STACK_DEPTH;
+  __u64 hash = mix64(len);
   for (int i = 0; i < OMNIPROF_MAX_STACK_DEPTH; i++) {
     if (i >= len) break;
-    hash = mix64(hash ^ stack->frames[i]);
-    if (user) hash += stack->kinds[i];
+    struct omniprof_frame *frame = &frames[i];
+    hash = mix64(hash ^ frame->address);
+    hash += ((__u64)frame->detail << 32) | ((__u64)frame->kind << 24) | ((__u64)frame->flags << 16) | frame->after;
   }
   if (hash <= OMNIPROF_STACK_ID_LOST) hash += 2;
-  long err = bpf_map_update_elem(&stack_traces, &hash, stack, BPF_NOEXIST);
-  /* EEXIST: the same stack is already stored, which is the common case. */
-  if (err != 0 && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) {
-    omniprof_count(OMNIPROF_STAT_STACK_TRACES_FULL);
-    return OMNIPROF_STACK_ID_LOST;
+  struct omniprof_stack_fragment_key key = {.stack_id = hash, .index = 0, .reserved = 0};
+  /* The same stack is already stored: the common case. */
+  if (bpf_map_lookup_elem(&stack_traces, &key)) return hash;
+  __u32 fragments = (len + OMNIPROF_FRAGMENT_FRAMES - 1) / OMNIPROF_FRAGMENT_FRAMES;
+  for (int i = OMNIPROF_MAX_FRAGMENTS - 1; i >= 0; i--) {
+    if (i >= fragments) continue;
+    key.index = i;
+    /* The last fragment's unused frames carry whatever the buffer held: the
+     * host reads only `len` frames. */
+    struct omniprof_stack_fragment *fragment =
+        (struct omniprof_stack_fragment *)&frames[(i & (OMNIPROF_MAX_FRAGMENTS - 1)) * OMNIPROF_FRAGMENT_FRAMES];
+    if (bpf_map_update_elem(&stack_traces, &key, fragment, BPF_ANY) != 0) {
+      omniprof_count(OMNIPROF_STAT_STACK_TRACES_FULL);
+      return OMNIPROF_STACK_ID_LOST;
+    }
   }
   return hash;
 }
@@ -77,23 +93,41 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
   state->tail_calls = 0;
   state->stop_reason = 0;
   state->walk_flags = 0;
+  state->num_marks = 0;
+  state->native_frames = 0;
+  __builtin_memset(state->interpreter_walk, 0, sizeof(state->interpreter_walk));
   state->key.pid = tgid;
   state->key.tid = tid;
   state->key.user_stack_id = OMNIPROF_STACK_ID_NONE;
   state->key.kernel_stack_id = OMNIPROF_STACK_ID_NONE;
+  state->key.user_stack_len = 0;
+  state->key.kernel_stack_len = 0;
+  state->key.label_slot = 0;
+  state->key.label_value = 0;
+  state->key.reserved = 0;
   __builtin_memset(state->key.thread_name, 0, sizeof(state->key.thread_name));
   bpf_get_current_comm(state->key.thread_name, sizeof(state->key.thread_name));
 
-  /* Kernel frames first, through the state's stack buffer (the BPF stack is
-   * too small for them), then the buffer is reset for the user walk. */
-  state->stack.flags = 0;
+  /* Kernel frames first, through the state's buffers (the BPF stack is too
+   * small for them), then the frame buffer is reset for the user walk. */
   /* An int: see omniprof_helper_errno (compat.bpf.h). */
-  int bytes = omniprof_helper_errno(bpf_get_stack(ctx, state->stack.frames, sizeof(state->stack.frames), 0));
+  int bytes = omniprof_helper_errno(bpf_get_stack(ctx, state->kernel_ips, sizeof(state->kernel_ips), 0));
   if (bytes < 0) {
     omniprof_count(OMNIPROF_STAT_KERNEL_STACK_ERROR);
   } else if (bytes > 0) {
-    state->stack.len = bytes / sizeof(__u64);
-    state->key.kernel_stack_id = store_stack(&state->stack, false);
+    __u32 len = bytes / sizeof(__u64);
+    for (int i = 0; i < OMNIPROF_MAX_KERNEL_DEPTH; i++) {
+      if (i >= len) break;
+      struct omniprof_frame *frame = &state->stack.frames[i];
+      frame->address = state->kernel_ips[i];
+      frame->detail = 0;
+      frame->kind = OMNIPROF_FRAME_KERNEL;
+      frame->flags = 0;
+      frame->after = 0;
+    }
+    if (len > OMNIPROF_MAX_KERNEL_DEPTH) len = OMNIPROF_MAX_KERNEL_DEPTH;
+    state->key.kernel_stack_len = len;
+    state->key.kernel_stack_id = store_stack(state->stack.frames, len);
   }
   state->stack.len = 0;
 
@@ -130,9 +164,14 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
     return 0;
   }
   if (state->stop_reason) omniprof_count(state->stop_reason);
-  if (state->stack.len > 0) {
-    if (state->stack.len >= OMNIPROF_MAX_STACK_DEPTH) omniprof_count(OMNIPROF_STAT_STACK_TRUNCATED);
-    state->key.user_stack_id = store_stack(&state->stack, true);
+  __u32 len = state->stack.len;
+  if (len > 0) {
+    if (len >= OMNIPROF_MAX_STACK_DEPTH) {
+      len = OMNIPROF_MAX_STACK_DEPTH;
+      omniprof_count(OMNIPROF_STAT_STACK_TRUNCATED);
+    }
+    state->key.user_stack_len = len;
+    state->key.user_stack_id = store_stack(state->stack.frames, len);
   }
 
   __u64 *count = bpf_map_lookup_elem(&stack_counts, &state->key);

@@ -46,6 +46,8 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "tail_call_limit_truncated",
     "stack_truncated_max_depth",
     "user_regs_errors",
+    "interpreter_marks_full",
+    "interpreter_frames_truncated",
 };
 
 // How many executables' descriptors OpenExecutables may hold: the soft
@@ -183,6 +185,18 @@ Result<void> Agent::start() {
   event_thread_ = std::thread(
       [this] { event_loop_->run([this](int timeout_ms) { return ring_buffer__poll(events_, timeout_ms); }, stopping_); });
 
+  // Plugins read, while processes live, what they will need to name frames
+  // at the round's end (plugin.h: tick).
+  tick_thread_ = std::thread([this] {
+    while (!stopping_.load()) {
+      for (const auto& plugin : plugins_->plugins()) {
+        if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
+      }
+      std::unique_lock<std::mutex> lock(tick_mutex_);
+      tick_wakeup_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_.load(); });
+    }
+  });
+
   processes_->scan(config_.pids);
 
   if (bpf_stats_) {
@@ -207,8 +221,13 @@ void Agent::stop_sampling() { sampler_.reset(); }
 
 void Agent::stop() {
   stop_sampling();
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(tick_mutex_);
+    stopping_ = true;
+  }
+  tick_wakeup_.notify_all();
   if (event_thread_.joinable()) event_thread_.join();
+  if (tick_thread_.joinable()) tick_thread_.join();
   if (events_) ring_buffer__free(events_);
   events_ = nullptr;
   for (bpf_link* link : lifecycle_links_) bpf_link__destroy(link);
@@ -300,6 +319,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},
            {"host.symbolizer_errors", as.symbolizer_errors},
+           {"host.interpreter_frames_unreadable", as.unreadable_interpreter_frames},
            {"host.samples_of_unknown_processes", as.unknown_processes},
            {"host.stacks_missing", round_.missing_stacks},
            {"host.drain_errors", drain_errors_},

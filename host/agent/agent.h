@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -92,6 +94,10 @@ class Agent {
   ring_buffer* events_ = nullptr;
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
+  // Calls each plugin's tick hook every 200 ms while sampling.
+  std::thread tick_thread_;
+  std::mutex tick_mutex_;
+  std::condition_variable tick_wakeup_;
   std::atomic<bool> stopping_{false};
   RoundSamples round_;
   int64_t round_start_unix_ns_ = 0;

@@ -135,20 +135,25 @@ uint64_t ProfileAssembler::kernel_location(ProfileBuilder& builder, uint64_t add
   return id;
 }
 
-uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid, uint8_t kind,
-                                           uint64_t frame) {
+uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid, const omniprof_frame& frame) {
   stats_.frames++;
-  Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(kind) : nullptr;
+  PluginFrameKey cache_key{pid, frame.address, frame.detail, frame.kind};
+  if (auto it = plugin_cache_.find(cache_key); it != plugin_cache_.end()) return it->second;
+  Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(frame.kind) : nullptr;
+  uint64_t id = 0;
   if (!plugin) {
     stats_.unnamed_frames++;
-    return marker_location(builder, fmt::format("[frame kind {}]+{:#x}", kind, frame));
-  }
-  auto symbol = PluginHost::symbolize_frame(*plugin, pid, frame);
-  if (!symbol) {
+    id = marker_location(builder, fmt::format("[frame kind {}]+{:#x}", frame.kind, frame.address));
+  } else if (auto symbol = PluginHost::symbolize_frame(*plugin, pid, frame); !symbol) {
+    // Explicit and counted, never dropped: the interpreter frame was there.
     stats_.unnamed_frames++;
-    return marker_location(builder, fmt::format("[{}]+{:#x}", plugin->name, frame));
+    stats_.unreadable_interpreter_frames++;
+    id = marker_location(builder, fmt::format("[unknown {}]", plugin->runtime));
+  } else {
+    id = builder.add_location(0, 0, {ProfileLine{symbol->function, "", symbol->file, symbol->line}});
   }
-  return builder.add_location(0, 0, {ProfileLine{symbol->function, "", symbol->file, symbol->line}});
+  plugin_cache_.emplace(cache_key, id);
+  return id;
 }
 
 ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,
@@ -157,6 +162,7 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
   builder.set_duration_ns(duration_ns);
   native_cache_.clear();
   kernel_cache_.clear();
+  plugin_cache_.clear();
   // Files no process maps any more (their last process was forgotten after
   // the previous round) leave the symbol cache; the exited processes of
   // this round still hold theirs until end_round.
@@ -178,11 +184,11 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
       } else {
         const StackFrames& stack = it->second;
         for (size_t i = 0; i < stack.frames.size(); ++i) {
-          uint8_t kind = stack.kinds[i];
-          if (kind == OMNIPROF_FRAME_NATIVE) {
-            user_locations.push_back(native_location(builder, pid, stack.frames[i], i == 0));
+          const omniprof_frame& frame = stack.frames[i];
+          if (frame.kind == OMNIPROF_FRAME_NATIVE) {
+            user_locations.push_back(native_location(builder, pid, frame.address, i == 0));
           } else {
-            user_locations.push_back(plugin_location(builder, pid, kind, stack.frames[i]));
+            user_locations.push_back(plugin_location(builder, pid, frame));
           }
         }
       }
@@ -195,7 +201,7 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
       if (it == round.stacks.end()) {
         locations.push_back(marker_location(builder, "[kernel stack missing]"));
       } else {
-        for (uint64_t address : it->second.frames) locations.push_back(kernel_location(builder, address));
+        for (const auto& frame : it->second.frames) locations.push_back(kernel_location(builder, frame.address));
       }
     }
     locations.insert(locations.end(), user_locations.begin(), user_locations.end());
@@ -204,6 +210,14 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
     if (!process) stats_.unknown_processes += count;
     SampleLabels labels{pid, static_cast<int64_t>(key.tid), process ? process->comm : thread_name,
                         thread_name};
+    if (key.label_slot != 0 && plugins_) {
+      if (Plugin* plugin = plugins_->plugin_for_frame_kind(key.label_slot)) {
+        if (auto label = PluginHost::label(*plugin, key.label_value)) {
+          labels.extra_key = label->first;
+          labels.extra_value = label->second;
+        }
+      }
+    }
     builder.add_sample(locations, static_cast<int64_t>(count), labels);
   }
   return builder;

@@ -1,7 +1,8 @@
 // ProfileAssembler: turns a round's samples into a pprof profile. Native
 // frames are named from ELF symbol tables, kernel frames from kallsyms,
-// interpreter frames by the plugin whose slot produced them. A frame that
-// cannot be named stays in the profile as module+0xoffset.
+// interpreter frames by the plugin whose slot produced them. A native frame
+// that cannot be named stays in the profile as module+0xoffset, an
+// interpreter frame as "[unknown RUNTIME]".
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct AssemblerStats {
   uint64_t unknown_processes = 0;  // samples of a process gone before it was read
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
   uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
+  uint64_t unreadable_interpreter_frames = 0;  // shown as "[unknown RUNTIME]"
 };
 
 class ProfileAssembler {
@@ -51,7 +53,7 @@ class ProfileAssembler {
  private:
   uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);
   uint64_t kernel_location(ProfileBuilder& builder, uint64_t address);
-  uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, uint8_t kind, uint64_t frame);
+  uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, const omniprof_frame& frame);
   uint64_t marker_location(ProfileBuilder& builder, const std::string& name);
 
   ProcessTracker& processes_;
@@ -64,6 +66,10 @@ class ProfileAssembler {
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
   std::unordered_map<uint64_t, uint64_t> kernel_cache_;
+  // Per assemble(): (pid, address, detail, kind) -> location id, so a plugin
+  // names each distinct interpreter frame once per round.
+  using PluginFrameKey = std::tuple<int32_t, uint64_t, uint32_t, uint8_t>;
+  std::map<PluginFrameKey, uint64_t> plugin_cache_;
 };
 
 }  // namespace omniprof

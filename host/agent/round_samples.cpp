@@ -28,11 +28,12 @@ Result<void> drain_into(BpfMaps& maps, RoundSamples& round) {
   if (!drained) return drained.error();
   std::unordered_set<uint64_t> referenced;
   for (auto& [key, count] : *drained) {
-    for (uint64_t id : {key.user_stack_id, key.kernel_stack_id}) {
+    for (auto [id, len] : {std::pair<uint64_t, uint32_t>{key.user_stack_id, key.user_stack_len},
+                           std::pair<uint64_t, uint32_t>{key.kernel_stack_id, key.kernel_stack_len}}) {
       if (id <= OMNIPROF_STACK_ID_LOST) continue;
       referenced.insert(id);
       if (round.stacks.count(id)) continue;
-      auto stack = maps.read_stack(id);
+      auto stack = maps.read_stack(id, len);
       if (stack) {
         round.stacks.emplace(id, std::move(*stack));
       } else {

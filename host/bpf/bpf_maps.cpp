@@ -177,34 +177,73 @@ Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
   return counts;
 }
 
-Result<StackFrames> BpfMaps::read_stack(uint64_t stack_id) const {
-  omniprof_stack stack;
-  if (bpf_map_lookup_elem(map_fd(OMNIPROF_MAP_STACK_TRACES), &stack_id, &stack) != 0) {
-    return make_error(fmt::format("stack {:#x} not in stack_traces: {}", stack_id, errno_text(errno)));
+std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored) {
+  std::vector<omniprof_frame> native, out;
+  std::vector<const omniprof_frame*> spliced;
+  for (const auto& frame : stored) {
+    if (frame.flags & OMNIPROF_FRAME_SPLICED) {
+      spliced.push_back(&frame);
+    } else {
+      native.push_back(frame);
+    }
   }
-  uint32_t len = std::min<uint32_t>(stack.len, OMNIPROF_MAX_STACK_DEPTH);
-  StackFrames out;
-  out.frames.assign(stack.frames, stack.frames + len);
-  out.kinds.assign(stack.kinds, stack.kinds + len);
+  if (spliced.empty()) return native;
+  out.reserve(stored.size());
+  size_t next = 0;  // next spliced frame; they come in stack order
+  auto emit_spliced_after = [&](size_t natives_before) {
+    while (next < spliced.size() && spliced[next]->after <= natives_before) {
+      omniprof_frame frame = *spliced[next++];
+      frame.flags = 0;
+      frame.after = 0;
+      out.push_back(frame);
+    }
+  };
+  emit_spliced_after(0);
+  for (size_t i = 0; i < native.size(); ++i) {
+    out.push_back(native[i]);
+    emit_spliced_after(i + 1);
+  }
+  emit_spliced_after(SIZE_MAX);  // marks past the native frames (a corrupt `after`)
   return out;
+}
+
+Result<StackFrames> BpfMaps::read_stack(uint64_t stack_id, uint32_t len) const {
+  len = std::min<uint32_t>(len, OMNIPROF_MAX_STACK_DEPTH);
+  int fd = map_fd(OMNIPROF_MAP_STACK_TRACES);
+  std::vector<omniprof_frame> stored;
+  stored.reserve(len);
+  for (uint32_t index = 0; index * OMNIPROF_FRAGMENT_FRAMES < len; ++index) {
+    omniprof_stack_fragment_key key{stack_id, index, 0};
+    omniprof_stack_fragment fragment;
+    if (bpf_map_lookup_elem(fd, &key, &fragment) != 0) {
+      return make_error(fmt::format("stack {:#x} fragment {} not in stack_traces: {}", stack_id, index,
+                                    errno_text(errno)));
+    }
+    uint32_t n = std::min<uint32_t>(OMNIPROF_FRAGMENT_FRAMES, len - index * OMNIPROF_FRAGMENT_FRAMES);
+    stored.insert(stored.end(), fragment.frames, fragment.frames + n);
+  }
+  return StackFrames{splice_interpreter_frames(stored)};
 }
 
 Result<void> BpfMaps::finalize_profile_loop(const std::unordered_set<uint64_t>& referenced) {
   int fd = map_fd(OMNIPROF_MAP_STACK_TRACES);
-  std::vector<uint64_t> ids;
-  uint64_t key = 0, next = 0;
+  std::vector<omniprof_stack_fragment_key> keys;
+  omniprof_stack_fragment_key key{}, next{};
   for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
        err = bpf_map_get_next_key(fd, &key, &next)) {
-    ids.push_back(next);
+    keys.push_back(next);
     key = next;
   }
+  // Fragments go with their stack: a stack unreferenced for two drains in a
+  // row loses all of them (and so do fragments of a stack whose store failed
+  // half-way, which no count ever references).
   std::unordered_set<uint64_t> unreferenced;
-  for (uint64_t id : ids) {
-    if (referenced.count(id)) continue;
-    if (unreferenced_last_drain_.count(id)) {
-      bpf_map_delete_elem(fd, &id);
+  for (const auto& k : keys) {
+    if (referenced.count(k.stack_id)) continue;
+    if (unreferenced_last_drain_.count(k.stack_id)) {
+      bpf_map_delete_elem(fd, &k);
     } else {
-      unreferenced.insert(id);
+      unreferenced.insert(k.stack_id);
     }
   }
   unreferenced_last_drain_ = std::move(unreferenced);

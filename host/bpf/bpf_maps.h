@@ -39,10 +39,15 @@ struct StackCount {
   uint64_t count;
 };
 
+// A stored stack as the profile shows it: leaf first, interpreter frames
+// (OMNIPROF_FRAME_SPLICED) already moved to their place among the native ones.
 struct StackFrames {
-  std::vector<uint64_t> frames;  // leaf first
-  std::vector<uint8_t> kinds;    // omniprof_frame_kind per frame
+  std::vector<omniprof_frame> frames;
 };
+
+// Puts each spliced frame right after the first `after` unspliced frames,
+// keeping the order of both (see omniprof_unwind_state in abi.h).
+std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored);
 
 class BpfMaps {
  public:
@@ -72,7 +77,8 @@ class BpfMaps {
   // Moves every count out of stack_counts (atomic lookup-and-delete where the
   // kernel has it, 5.14+; lookup then delete before that).
   Result<std::vector<StackCount>> drain_stack_counts();
-  Result<StackFrames> read_stack(uint64_t stack_id) const;
+  // The stack stored under `stack_id`, `len` frames long (from its key).
+  Result<StackFrames> read_stack(uint64_t stack_id, uint32_t len) const;
   // Deletes stacks no count has referenced for two drains in a row. Two, not
   // one: a stack stored just after the counts were drained belongs to a
   // count the next drain will see.

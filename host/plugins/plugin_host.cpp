@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -19,6 +20,8 @@
 #include "log/logger.h"
 #include "omniprof/bpf/abi.h"
 #include "symbolize/elf_symbolizer.h"
+
+#include <bpf/bpf.h>
 
 namespace omniprof {
 
@@ -47,9 +50,12 @@ void api_log(void* /*host*/, omniprof_log_level level, const char* message) {
   }
 }
 
+// Each plugin's host API points at its own context, so that private_map_fd
+// knows whose object to look in.
 struct ApiContext {
   BpfMaps* maps;
   ElfSymbolizer* symbolizer;
+  Plugin* plugin;
 };
 
 int api_map_fd(void* host, const char* name) {
@@ -86,6 +92,15 @@ omniprof_status api_create_inner_map(void* host, const char* map_name, uint32_t 
   return status;
 }
 
+int api_private_map_fd(void* host, const char* name) {
+  auto* ctx = static_cast<ApiContext*>(host);
+  if (!name || !ctx->plugin || !ctx->plugin->object) return -1;
+  const auto& shared = BpfMaps::shared_map_names();
+  if (std::find(shared.begin(), shared.end(), name) != shared.end()) return -1;
+  bpf_map* map = bpf_object__find_map_by_name(ctx->plugin->object, name);
+  return map ? bpf_map__fd(map) : -1;
+}
+
 // Finds a `const volatile` global in an object's .rodata through BTF and sets
 // it before load (how third-party unwinders learn their assigned slot).
 bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
@@ -114,6 +129,23 @@ bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
   return false;
 }
 
+// The OMNIPROF_PROGRAM_NEEDS_* features the running kernel has, probed once.
+// OMNIPROF_HIDE_BPF_FEATURES=bpf_loop makes the host act as on a kernel
+// without them (5.10 to 5.16): the tests load the fallback programs on any
+// kernel that way.
+uint32_t kernel_features() {
+  static const uint32_t features = [] {
+    uint32_t f = 0;
+    const char* hidden = std::getenv("OMNIPROF_HIDE_BPF_FEATURES");
+    bool hide_loop = hidden && std::strstr(hidden, "bpf_loop");
+    if (!hide_loop && libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1) {
+      f |= OMNIPROF_PROGRAM_NEEDS_BPF_LOOP;
+    }
+    return f;
+  }();
+  return features;
+}
+
 uint32_t fixed_slot(omniprof_module_type type) {
   switch (type) {
     case OMNIPROF_MODULE_NATIVE: return OMNIPROF_SLOT_NATIVE;
@@ -126,21 +158,26 @@ uint32_t fixed_slot(omniprof_module_type type) {
 }  // namespace
 
 PluginHost::PluginHost(BpfMaps* maps, ElfSymbolizer* symbolizer)
-    : maps_(maps), symbolizer_(symbolizer) {
-  api_.struct_size = sizeof(api_);
-  api_.host = new ApiContext{maps, symbolizer};
-  api_.log = api_log;
-  api_.map_fd = api_map_fd;
-  api_.read_process_memory = api_read_process_memory;
-  api_.elf_symbol = api_elf_symbol;
-  api_.create_inner_map = api_create_inner_map;
-}
+    : maps_(maps), symbolizer_(symbolizer) {}
 
 PluginHost::~PluginHost() {
   // Instances first (they may still use the host API), then BPF objects, then
   // the libraries their code lives in.
   for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) unload(**it);
-  delete static_cast<ApiContext*>(api_.host);
+}
+
+void PluginHost::init_host_api(Plugin& p) const {
+  auto context = std::make_shared<ApiContext>(ApiContext{maps_, symbolizer_, &p});
+  p.api = omniprof_host_api{};
+  p.api.struct_size = sizeof(p.api);
+  p.api.host = context.get();
+  p.api.log = api_log;
+  p.api.map_fd = api_map_fd;
+  p.api.read_process_memory = api_read_process_memory;
+  p.api.elf_symbol = api_elf_symbol;
+  p.api.create_inner_map = api_create_inner_map;
+  p.api.private_map_fd = api_private_map_fd;
+  p.api_context = std::move(context);
 }
 
 void PluginHost::unload(Plugin& plugin) {
@@ -233,12 +270,10 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
   if (auto r = assign_slot(p); !r) return refuse(r.error());
   if (auto r = load_object(p); !r) return refuse(r.error());
   if (auto r = create_instance(p, options); !r) return refuse(r.error());
-  for (size_t i = 0; i < p.hooks.num_programs; ++i) {
-    bpf_program* prog = bpf_object__find_program_by_name(p.object, p.hooks.programs[i].program_name);
-    if (auto r = maps_->update_tail_call(p.slot, bpf_program__fd(prog)); !r) return refuse(r.error());
-  }
+  bpf_program* prog = bpf_object__find_program_by_name(p.object, p.program);
+  if (auto r = maps_->update_tail_call(p.slot, bpf_program__fd(prog)); !r) return refuse(r.error());
   p.state = PluginState::kLoaded;
-  log().info("plugin {} {} loaded from {} (slot {})", p.name, p.version, path, p.slot);
+  log().info("plugin {} {} loaded from {} (slot {}, program {})", p.name, p.version, path, p.slot, p.program);
   return p;
 }
 
@@ -255,7 +290,7 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
                                   e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
                                   OMNIPROF_PLUGIN_ABI_MINOR));
   }
-  size_t needed = e->abi_minor == 0 ? OMNIPROF_PLUGIN_SIZE_1_0 : sizeof(omniprof_plugin);
+  size_t needed = sizeof(omniprof_plugin);  // 2.0: every field so far
   if (e->struct_size < needed) {
     return make_error(fmt::format("entry struct is {} bytes, ABI {}.{} needs {}", e->struct_size,
                                   e->abi_major, e->abi_minor, needed));
@@ -284,8 +319,13 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
                                     e->programs[i].program_name, e->programs[i].slot, expected));
     }
   }
-  if (e->num_programs != 1) {
-    return make_error("a plugin fills exactly one tail-call slot with one program");
+  if (e->programs[e->num_programs - 1].needs != 0) {
+    return make_error(fmt::format("its last program {} needs a kernel feature: a plugin must offer one "
+                                  "that runs on every kernel (list it last)",
+                                  e->programs[e->num_programs - 1].program_name));
+  }
+  if (e->num_label_values > 256 || (e->num_label_values > 0 && (!e->label_key || !e->label_values))) {
+    return make_error("its label_key/label_values are inconsistent");
   }
   // Fields of later minors are absent from an older plugin's struct: read
   // them from a zeroed copy so they count as NULL.
@@ -309,6 +349,17 @@ Result<void> PluginHost::open_object(Plugin& p) {
     if (!bpf_object__find_program_by_name(p.object, p.hooks.programs[i].program_name)) {
       return make_error(fmt::format("its BPF object has no program {}", p.hooks.programs[i].program_name));
     }
+  }
+  // The first program the kernel can run fills the slot; the others are not
+  // loaded at all (a bpf_loop call would not pass a 5.10 verifier).
+  p.program = nullptr;
+  for (size_t i = 0; i < p.hooks.num_programs; ++i) {
+    const omniprof_program_slot& program = p.hooks.programs[i];
+    if (!p.program && (program.needs & ~kernel_features()) == 0) {
+      p.program = program.program_name;
+      continue;
+    }
+    bpf_program__set_autoload(bpf_object__find_program_by_name(p.object, program.program_name), false);
   }
   return ok();
 }
@@ -350,7 +401,8 @@ Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& opt
   std::string data_dir = (fs::path(options.data_root) / p.name).string();
   char error[OMNIPROF_ERROR_LEN] = {0};
   std::lock_guard<std::mutex> lock(p.hook_mutex);
-  omniprof_status status = p.hooks.create(&api_, data_dir.c_str(), p.slot, &p.instance, error);
+  init_host_api(p);
+  omniprof_status status = p.hooks.create(&p.api, data_dir.c_str(), p.slot, &p.instance, error);
   if (status != OMNIPROF_OK) {
     p.instance = nullptr;
     return make_error(fmt::format("create failed ({}): {}", int(status), error[0] ? error : "no reason given"));
@@ -381,12 +433,13 @@ void PluginHost::process_gone(Plugin& plugin, int32_t pid) {
   if (plugin.instance && plugin.hooks.process_gone) plugin.hooks.process_gone(plugin.instance, pid);
 }
 
-Result<PluginSymbol> PluginHost::symbolize_frame(Plugin& plugin, int32_t pid, uint64_t frame) {
+Result<PluginSymbol> PluginHost::symbolize_frame(Plugin& plugin, int32_t pid, const omniprof_frame& frame) {
   std::lock_guard<std::mutex> lock(plugin.hook_mutex);
   if (!plugin.instance || !plugin.hooks.symbolize_frame) return make_error("no symbolize_frame hook");
   omniprof_symbol symbol{};
   char reason[OMNIPROF_ERROR_LEN] = {0};
-  omniprof_status status = plugin.hooks.symbolize_frame(plugin.instance, pid, frame, &symbol, reason);
+  omniprof_frame_data data{frame.address, frame.detail, frame.kind};
+  omniprof_status status = plugin.hooks.symbolize_frame(plugin.instance, pid, &data, &symbol, reason);
   if (status != OMNIPROF_OK) return make_error(reason_or(reason, "symbolize_frame failed"));
   if (!symbol.function) return make_error("symbolize_frame gave no function");
   return PluginSymbol{symbol.function, symbol.file ? symbol.file : "", symbol.line};
@@ -401,6 +454,17 @@ omniprof_status PluginHost::load_executable(Plugin& plugin, uint64_t file_id, co
   // With OMNIPROF_OK, a reason says what the plugin left out (a partial load).
   error = status == OMNIPROF_OK ? std::string(reason) : reason_or(reason, "load_executable failed");
   return status;
+}
+
+void PluginHost::tick(Plugin& plugin) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (plugin.instance && plugin.hooks.tick) plugin.hooks.tick(plugin.instance);
+}
+
+std::optional<std::pair<std::string, std::string>> PluginHost::label(const Plugin& plugin, uint8_t value) {
+  // Set at load and never changed: no lock needed.
+  if (value == 0 || value >= plugin.hooks.num_label_values || !plugin.hooks.label_values[value]) return std::nullopt;
+  return std::make_pair(std::string(plugin.hooks.label_key), std::string(plugin.hooks.label_values[value]));
 }
 
 void PluginHost::unload_executable(Plugin& plugin, uint64_t file_id) {
@@ -426,7 +490,8 @@ omniprof_status PluginHost::debug_command(Plugin& plugin, const std::string& com
 
 Plugin* PluginHost::plugin_for_frame_kind(uint8_t kind) const {
   for (const auto& p : plugins_) {
-    if (p->state == PluginState::kLoaded && kind == OMNIPROF_FRAME_SLOT_BASE + p->slot) return p.get();
+    // A plugin's frames carry its slot as their kind (abi.h).
+    if (p->state == PluginState::kLoaded && kind == p->slot) return p.get();
   }
   return nullptr;
 }

@@ -8,10 +8,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "omniprof/bpf/abi.h"
 #include "omniprof/plugin.h"
 
 struct bpf_object;
@@ -41,6 +43,11 @@ struct Plugin {
   omniprof_plugin hooks{};
   void* instance = nullptr;
   bpf_object* object = nullptr;
+  const char* program = nullptr;  // the program that fills the slot
+  // This plugin's own host API (its `host` context names the plugin, for
+  // private_map_fd); lives as long as the Plugin, past `destroy`.
+  omniprof_host_api api{};
+  std::shared_ptr<void> api_context;
   std::shared_ptr<boost::dll::shared_library> library;
   // Held for every call into `instance` (PluginHost's hook calls): plugin.h
   // promises a plugin that one instance is never entered by two threads at
@@ -97,7 +104,10 @@ class PluginHost {
                                         omniprof_process_attach& attach, std::string& error);
   static void process_gone(Plugin& plugin, int32_t pid);
   // The frame's name, or an error (no hook, the plugin failed, no function).
-  static Result<PluginSymbol> symbolize_frame(Plugin& plugin, int32_t pid, uint64_t frame);
+  static Result<PluginSymbol> symbolize_frame(Plugin& plugin, int32_t pid, const omniprof_frame& frame);
+  static void tick(Plugin& plugin);
+  // label_key and the name of label `value`, or nothing (0, out of range).
+  static std::optional<std::pair<std::string, std::string>> label(const Plugin& plugin, uint8_t value);
   static omniprof_status load_executable(Plugin& plugin, uint64_t file_id, const std::string& path,
                                          std::string& error);
   static void unload_executable(Plugin& plugin, uint64_t file_id);
@@ -107,7 +117,6 @@ class PluginHost {
                                        void* context, std::string& error);
 
   static std::vector<std::string> find_plugin_files(const std::vector<std::string>& directories);
-  const omniprof_host_api* host_api() const { return &api_; }
 
  private:
   Result<void> check_entry(Plugin& plugin) const;
@@ -116,10 +125,10 @@ class PluginHost {
   Result<void> load_object(Plugin& plugin);
   Result<void> create_instance(Plugin& plugin, const PluginHostOptions& options);
   void unload(Plugin& plugin);
+  void init_host_api(Plugin& plugin) const;
 
   BpfMaps* maps_;
   ElfSymbolizer* symbolizer_;
-  omniprof_host_api api_{};
   std::vector<std::unique_ptr<Plugin>> plugins_;
 };
 

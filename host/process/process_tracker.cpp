@@ -231,7 +231,8 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     std::vector<const char*> names;
     for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
       const auto& m = snapshot.mappings[i];
-      mappings.push_back({m.start, m.end, m.offset, paths[i].c_str()});
+      const auto& e = snapshot.executables[i];
+      mappings.push_back({m.start, m.end, m.offset, e.load_bias, e.file_id, paths[i].c_str()});
       names.push_back(m.path.c_str());
     }
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
@@ -245,6 +246,11 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
       if (status == OMNIPROF_OK) {
         info.interpreter_slot = plugin->slot;
         std::memcpy(info.interpreter_data, attach.interpreter_data, sizeof(info.interpreter_data));
+        uint32_t ranges = std::min<uint32_t>(attach.num_interpreter_ranges, OMNIPROF_MAX_INTERPRETER_RANGES);
+        for (uint32_t r = 0; r < ranges; ++r) {
+          info.interpreter_ranges[r] = {attach.interpreter_ranges[r].start, attach.interpreter_ranges[r].end};
+        }
+        info.num_interpreter_ranges = ranges;
         break;
       }
       if (status != OMNIPROF_NOT_MINE) {

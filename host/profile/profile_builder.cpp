@@ -197,8 +197,8 @@ void ProfileBuilder::add_sample(const std::vector<uint64_t>& location_ids, int64
       return;
     }
   }
-  SampleKey key{location_ids, labels.pid, labels.tid, intern(labels.comm),
-                intern(labels.thread_name)};
+  SampleKey key{location_ids, labels.pid, labels.tid, intern(labels.comm), intern(labels.thread_name),
+                intern(labels.extra_key), intern(labels.extra_value)};
   samples_[std::move(key)] += count;
 }
 
@@ -299,6 +299,7 @@ pb::Profile ProfileBuilder::build() const {
     add_num_label(str_tid_, key.tid);
     add_str_label(str_comm_, key.comm);
     add_str_label(str_thread_name_, key.thread_name);
+    if (key.extra_key != 0) add_str_label(key.extra_key, key.extra_value);
   }
 
   return profile;

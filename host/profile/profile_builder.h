@@ -53,6 +53,10 @@ struct SampleLabels {
   int64_t tid = 0;
   std::string comm;         // process name
   std::string thread_name;  // thread name
+  // A label an interpreter plugin put on the sample (python_gil=held);
+  // empty key = none.
+  std::string extra_key;
+  std::string extra_value;
 
   friend auto operator<=>(const SampleLabels&, const SampleLabels&) = default;
 };
@@ -157,6 +161,8 @@ class ProfileBuilder {
     int64_t tid;
     int64_t comm;         // string index, 0 = no label
     int64_t thread_name;  // string index, 0 = no label
+    int64_t extra_key;    // string index, 0 = no label
+    int64_t extra_value;
     friend auto operator<=>(const SampleKey&, const SampleKey&) = default;
   };
 

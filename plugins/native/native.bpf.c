@@ -10,9 +10,12 @@
  * unwind_shards), the last row at or before the pc (binary search in that
  * shard), then recover CFA, return address and rbp from the row's rule.
  *
- * Each run walks up to FRAMES_PER_PROGRAM frames, then tail-calls its own
- * slot to continue with a fresh instruction budget: the depth is bounded by
- * OMNIPROF_MAX_STACK_DEPTH and the tail-call budget, not by program size.
+ * Each run walks a batch of frames (FRAMES_PER_PROGRAM, or with bpf_loop
+ * FRAMES_PER_LOOP_PROGRAM), then tail-calls its own slot to continue with a
+ * fresh instruction budget. Each frame whose pc lies in the process's
+ * interpreter code is marked; when the native walk ends, the process's
+ * interpreter unwinder runs once and places its frames at the marks (see
+ * omniprof_unwind_state in abi.h).
  * Every loop has a constant bound and every array index is masked, which is
  * what the verifier of a 5.10 kernel needs to accept them. */
 #include "omniprof/bpf/unwinder.bpf.h"
@@ -21,7 +24,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* The verifier walks every frame of a run: with the two-level row lookup,
  * 6 frames cost it ~490k instructions on 6.18 (of its 1M limit), 5 frames
- * ~400k, which leaves room for older verifiers. 5 x 29 runs > 128 frames. */
+ * ~400k, which leaves room for older verifiers. */
 #define FRAMES_PER_PROGRAM 5
 
 enum step_result {
@@ -229,28 +232,98 @@ static __always_inline int unwind_step(struct omniprof_unwind_state *state,
   return STEP_CONTINUE;
 }
 
+/* One frame of the walk: push the current pc, mark it if it ran interpreter
+ * code, step to the caller. STEP_STOP with state->stop_reason set ends the
+ * native walk. */
+static __always_inline int walk_one_frame(struct omniprof_unwind_state *state,
+                                          struct omniprof_process_info *process) {
+  if (omniprof_push_frame(state, state->ip, OMNIPROF_FRAME_NATIVE) < 0) {
+    return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH);
+  }
+  /* A return address is one past its call: the call is what ran. */
+  __u64 pc = state->ip;
+  if (state->stack.len > 1) pc -= 1;
+  if (omniprof_in_interpreter(process, pc)) omniprof_mark_interpreter_frame(state);
+  return unwind_step(state, process);
+}
+
+/* Tail calls the native walk may spend: the rest is kept for the
+ * process's interpreter unwinder and STOP. */
+static __always_inline bool native_budget_left(struct omniprof_unwind_state *state,
+                                               struct omniprof_process_info *process) {
+  __u32 reserve = (process && process->interpreter_slot) ? OMNIPROF_INTERPRETER_TAIL_CALLS : 1;
+  return state->tail_calls + reserve < OMNIPROF_MAX_TAIL_CALLS;
+}
+
+/* Kernels before 5.17 (no bpf_loop): FRAMES_PER_PROGRAM frames per run,
+ * then a tail call to this slot for the next ones. The verifier walks every
+ * frame of a run, which is what bounds FRAMES_PER_PROGRAM; the tail-call
+ * budget bounds the depth (about 120 frames). */
 SEC("perf_event")
 int native_unwind(struct bpf_perf_event_data *ctx) {
   struct omniprof_unwind_state *state = omniprof_state();
   if (!state) return 0;
   __u32 tgid = state->key.pid;
   struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
+  __u32 first = state->stack.len;
 
-  __u32 walked = 0;
   for (int i = 0; i < FRAMES_PER_PROGRAM; i++) {
-    if (omniprof_push_frame(state, state->ip, OMNIPROF_FRAME_NATIVE) < 0) {
-      omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
-      omniprof_stop_walk(ctx, state, OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH);
-      return 0;
-    }
-    walked++;
-    if (unwind_step(state, process) == STEP_STOP) {
-      omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
-      omniprof_stop_walk(ctx, state, state->stop_reason);
+    if (walk_one_frame(state, process) == STEP_STOP) {
+      omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, state->stack.len - first);
+      omniprof_native_walk_done(ctx, state, process, state->stop_reason);
       return 0;
     }
   }
-  omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, walked);
+  /* One count per run, not per frame: a helper call in the unrolled body
+   * multiplies the states the verifier walks. */
+  omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, state->stack.len - first);
+  if (!native_budget_left(state, process)) {
+    omniprof_native_walk_done(ctx, state, process, OMNIPROF_STAT_TAIL_CALL_LIMIT);
+    return 0;
+  }
+  omniprof_tail_call(ctx, state, OMNIPROF_SLOT_NATIVE);
+  return 0;
+}
+
+/* Kernels with bpf_loop (5.17+): the loop's callback is verified once,
+ * however many times it runs, so one run walks FRAMES_PER_LOOP_PROGRAM
+ * frames and the whole stack (OMNIPROF_MAX_STACK_DEPTH) takes a few tail
+ * calls. The host loads this program instead of native_unwind where the
+ * kernel has bpf_loop (OMNIPROF_PROGRAM_NEEDS_BPF_LOOP). */
+#define FRAMES_PER_LOOP_PROGRAM 128
+
+struct loop_context {
+  struct omniprof_unwind_state *state;
+  struct omniprof_process_info *process;
+  int stopped;
+};
+
+static long walk_frame_callback(__u32 index, void *data) {
+  struct loop_context *loop = data;
+  if (walk_one_frame(loop->state, loop->process) == STEP_STOP) {
+    loop->stopped = 1;
+    return 1; /* ends bpf_loop */
+  }
+  return 0;
+}
+
+SEC("perf_event")
+int native_unwind_loop(struct bpf_perf_event_data *ctx) {
+  struct omniprof_unwind_state *state = omniprof_state();
+  if (!state) return 0;
+  __u32 tgid = state->key.pid;
+  struct loop_context loop = {.state = state, .process = bpf_map_lookup_elem(&process_info, &tgid), .stopped = 0};
+  __u32 first = state->stack.len;
+  bpf_loop(FRAMES_PER_LOOP_PROGRAM, walk_frame_callback, &loop, 0);
+  omniprof_count_n(OMNIPROF_STAT_NATIVE_FRAMES, state->stack.len - first);
+  if (loop.stopped) {
+    omniprof_native_walk_done(ctx, state, loop.process, state->stop_reason);
+    return 0;
+  }
+  if (!native_budget_left(state, loop.process)) {
+    omniprof_native_walk_done(ctx, state, loop.process, OMNIPROF_STAT_TAIL_CALL_LIMIT);
+    return 0;
+  }
   omniprof_tail_call(ctx, state, OMNIPROF_SLOT_NATIVE);
   return 0;
 }

@@ -26,7 +26,11 @@ using omniprof::native::BpfUnwindMaps;
 using omniprof::native::StoreStatus;
 using omniprof::native::UnwindTableStore;
 
-const omniprof_program_slot kPrograms[] = {{"native_unwind", OMNIPROF_SLOT_NATIVE}};
+// The bpf_loop walk where the kernel has it (5.17+), else the unrolled one.
+const omniprof_program_slot kPrograms[] = {
+    {"native_unwind_loop", OMNIPROF_SLOT_NATIVE, OMNIPROF_PROGRAM_NEEDS_BPF_LOOP},
+    {"native_unwind", OMNIPROF_SLOT_NATIVE, 0},
+};
 
 // In the order of enum omniprof_native_stat (bpf/include/omniprof/bpf/abi.h).
 const char* const kStatNames[] = {
@@ -139,8 +143,8 @@ omniprof_status create(const omniprof_host_api* host, const char* /*data_dir*/,
     int rules = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_RULES);
     int info = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_INFO);
     if (shards >= 0 && rules >= 0 && info >= 0) {
-      if (host->struct_size <= OMNIPROF_HOST_API_SIZE_1_1 || !host->create_inner_map) {
-        omniprof::sdk::set_error(error, "the host cannot create unwind shards (host API before 1.2)");
+      if (!host->create_inner_map) {
+        omniprof::sdk::set_error(error, "the host cannot create unwind shards (no create_inner_map)");
         return OMNIPROF_ERR_UNSUPPORTED;
       }
       // The host sized unwind_shards to its budget (maps.unwind_memory_mb).
@@ -232,7 +236,7 @@ omniprof_plugin make_entry() {
   entry.bpf_object = native_bpf__elf_bytes(&size);
   entry.bpf_object_size = size;
   entry.programs = kPrograms;
-  entry.num_programs = 1;
+  entry.num_programs = sizeof(kPrograms) / sizeof(kPrograms[0]);
   entry.stat_names = kStatNames;
   entry.num_stat_names = sizeof(kStatNames) / sizeof(kStatNames[0]);
   entry.create = create;

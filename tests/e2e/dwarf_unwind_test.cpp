@@ -77,7 +77,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess target({workload("recursion_nofp"), "20", "150"});
+  // 600 frames of recursion: more than OMNIPROF_MAX_STACK_DEPTH (512), which
+  // the bpf_loop walk (5.17+) reaches.
+  BackgroundProcess target({workload("recursion_nofp"), "20", "600"});
   std::string out = temp_dir("deep") + "/profile.pb.gz";
   auto result = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-p", std::to_string(target.pid()), "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -96,6 +98,37 @@ TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
   }
   ASSERT_GT(leaf, 100);
   EXPECT_GE(at_limit * 100, leaf * 95) << at_limit << " of " << leaf;
+}
+
+// Kernels before 5.17 have no bpf_loop: the host loads native_unwind, the
+// walk that spends a tail call per 5 frames. The host is told to act as on
+// such a kernel, so this runs on every kernel of the matrix.
+TEST(DwarfUnwindLimitsTest, WithoutBpfLoopStacksStayWholeUpToTheTailCallBudget) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  BackgroundProcess shallow({workload("recursion_nofp"), "20", "40"});
+  BackgroundProcess deep({workload("recursion_nofp"), "20", "600"});
+  std::string out = temp_dir("noloop") + "/profile.pb.gz";
+  auto result = run_command({"/usr/bin/env", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop", OMNIPROF_BINARY, "record",
+                             "-d", "4", "-p", std::to_string(shallow.pid()), "-p", std::to_string(deep.pid()),
+                             "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("program native_unwind)"), std::string::npos) << result.err;
+  // The deep one runs out of tail calls, counted.
+  EXPECT_NE(result.out.find("tail_call_limit_truncated"), std::string::npos) << result.out;
+  std::string error;
+  auto traces = read_traces_with_go(out, &error);
+  ASSERT_FALSE(traces.empty()) << error;
+  int64_t leaf = 0, whole = 0;
+  for (const auto& t : traces) {
+    if (t.frames.empty() || t.frames.front() != "leaf") continue;
+    size_t recurse = std::count(t.frames.begin(), t.frames.end(), "recurse");
+    if (recurse > 60) continue;  // the deep process
+    leaf += t.count;
+    if (recurse == 40 && std::find(t.frames.begin(), t.frames.end(), "main") != t.frames.end()) whole += t.count;
+  }
+  ASSERT_GT(leaf, 50);
+  EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf;
 }
 
 TEST(DwarfUnwindLimitsTest, ExecReplacesTheMappings) {

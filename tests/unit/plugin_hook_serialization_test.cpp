@@ -58,7 +58,7 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
     start_together();
     for (int i = 0; i < kRounds; ++i) {
       int32_t pid = 1000 + i;
-      omniprof_mapping mapping{0x1000, 0x2000, 0, "/fixture/file"};
+      omniprof_mapping mapping{0x1000, 0x2000, 0, 0, 0, "/fixture/file"};
       omniprof_process process{pid, "/proc/1/exe", "fixture", &mapping, 1};
       omniprof_process_attach attach{};
       std::string error;
@@ -83,7 +83,7 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
   // overwrite the plugin's buffer.
   start_together();
   for (int i = 0; i < kRounds; ++i) {
-    auto symbol = PluginHost::symbolize_frame(plugin, 7, static_cast<uint64_t>(i));
+    auto symbol = PluginHost::symbolize_frame(plugin, 7, omniprof_frame{static_cast<uint64_t>(i), 0, OMNIPROF_FRAME_PYTHON, 0, 0});
     ASSERT_TRUE(symbol) << symbol.error().message;
     std::string expected = "fixture_7_" + std::to_string(i) + "_";
     EXPECT_EQ(symbol->function.compare(0, expected.size(), expected), 0) << symbol->function;
@@ -111,7 +111,7 @@ TEST(PluginHookSerializationTest, MissingOptionalHooksMeanNothingToDo) {
   EXPECT_EQ(PluginHost::detect_process(plugin, process, attach, error), OMNIPROF_NOT_MINE);
   EXPECT_EQ(PluginHost::load_executable(plugin, 1, "/x", error), OMNIPROF_OK);
   EXPECT_TRUE(error.empty()) << error;
-  auto symbol = PluginHost::symbolize_frame(plugin, 1, 0x1234);
+  auto symbol = PluginHost::symbolize_frame(plugin, 1, omniprof_frame{0x1234, 0, OMNIPROF_FRAME_PYTHON, 0, 0});
   ASSERT_TRUE(symbol) << symbol.error().message;
   EXPECT_EQ(symbol->function, "fixture_frame");
   EXPECT_EQ(symbol->file, "fixture.src");

@@ -45,16 +45,6 @@ TEST(PluginHostTest, WrongAbiMajorIsRefusedWithBothVersions) {
   EXPECT_NE(p.reason.find("major must match"), std::string::npos) << p.reason;
 }
 
-TEST(PluginHostTest, OlderMinorWithTheOlderStructIsAccepted) {
-  PluginHost host(nullptr, nullptr);
-  const Plugin& p = host.load_file(kFixtures + "/old_minor_plugin.so", options_enabling_all());
-  EXPECT_EQ(p.state, PluginState::kChecked) << p.reason;
-  // Hooks added in later minors read as absent, whatever lies past its struct.
-  EXPECT_EQ(p.hooks.load_executable, nullptr);
-  EXPECT_EQ(p.hooks.debug_command, nullptr);
-  EXPECT_NE(p.hooks.symbolize_frame, nullptr);
-}
-
 TEST(PluginHostTest, MissingEntrySymbolIsRefused) {
   PluginHost host(nullptr, nullptr);
   const Plugin& p = host.load_file(kFixtures + "/no_entry_plugin.so", options_enabling_all());
@@ -89,7 +79,6 @@ TEST(PluginHostTest, LoadAllKeepsGoingPastBadPlugins) {
   EXPECT_EQ(states["not_elf_plugin.so"], PluginState::kRefused);
   // Its BPF object parses; only the verifier, at load, can refuse it.
   EXPECT_EQ(states["verifier_reject_plugin.so"], PluginState::kChecked);
-  EXPECT_EQ(states["old_minor_plugin.so"], PluginState::kChecked);
 }
 
 TEST(PluginHostTest, EarlierDirectoryShadowsSameFileName) {

@@ -17,6 +17,17 @@ extern "C" __attribute__((noinline, used)) int omniprof_assembler_test_marker(in
 namespace omniprof {
 namespace {
 
+StackFrames frames_of(std::initializer_list<uint64_t> addresses, uint8_t kind) {
+  StackFrames stack;
+  for (uint64_t address : addresses) {
+    omniprof_frame frame{};
+    frame.address = address;
+    frame.kind = kind;
+    stack.frames.push_back(frame);
+  }
+  return stack;
+}
+
 struct Names {
   std::vector<std::string> frames;  // leaf first
   int64_t count = 0;
@@ -65,8 +76,8 @@ TEST(ProfileAssemblerTest, NamesUserAndKernelFramesAndKeepsUnnamedOnes) {
   RoundSamples round;
   // User stack: leaf inside the marker function, then a return address one
   // past a (pretend) call in it, then an address in no mapping.
-  round.stacks[100] = StackFrames{{marker + 2, marker + 1, 0x10}, {0, 0, 0}};
-  round.stacks[200] = StackFrames{{0xffffffff81100010, 0xffffffff81100410, 0xffffffff81200010}, {}};
+  round.stacks[100] = frames_of({marker + 2, marker + 1, 0x10}, OMNIPROF_FRAME_NATIVE);
+  round.stacks[200] = frames_of({0xffffffff81100010, 0xffffffff81100410, 0xffffffff81200010}, OMNIPROF_FRAME_KERNEL);
   round.counts[key_for(100, 200)] = 7;
   round.counts[key_for(OMNIPROF_STACK_ID_LOST, OMNIPROF_STACK_ID_NONE)] = 2;
   round.counts[key_for(300, OMNIPROF_STACK_ID_NONE)] = 1;  // stack 300 was never read
@@ -103,7 +114,7 @@ TEST(ProfileAssemblerTest, ProcessGoneBeforeItWasReadKeepsItsSamples) {
   RoundSamples round;
   omniprof_stack_key key = key_for(100, OMNIPROF_STACK_ID_NONE);
   key.pid = 0x7ffffff0;  // no such process
-  round.stacks[100] = StackFrames{{0x401000}, {0}};
+  round.stacks[100] = frames_of({0x401000}, OMNIPROF_FRAME_NATIVE);
   round.counts[key] = 3;
   ProfileAssembler assembler(processes, symbolizer, nullptr, nullptr);
   ProfileBuilder builder = assembler.assemble(round, 1000, 0, 1);
@@ -136,7 +147,7 @@ TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
 
   auto marker = reinterpret_cast<uint64_t>(&omniprof_assembler_test_marker);
   RoundSamples round;
-  round.stacks[100] = StackFrames{{marker + 2, marker + 1}, {0, 0}};
+  round.stacks[100] = frames_of({marker + 2, marker + 1}, OMNIPROF_FRAME_NATIVE);
   round.counts[key_for(100, OMNIPROF_STACK_ID_NONE)] = 5;
   const std::vector<std::string> expected{"omniprof_assembler_test_marker", "omniprof_assembler_test_marker"};
 

@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 1.2.
+/* omniprof plugin boundary, version 2.0.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -9,6 +9,11 @@
  * and accepts one whose abi_minor is older (fields added in later minors sit
  * at the end of the structs and are guarded by struct_size). A plugin whose
  * BPF object was built against another OMNIPROF_BPF_ABI_VERSION is refused.
+ * 2.0 (from 1.2): frames are struct omniprof_frame (BPF ABI 5), so
+ * symbolize_frame takes one; mappings carry their load bias and file id;
+ * detect_process returns the interpreter's code ranges; programs may need a
+ * kernel feature; plugins may label samples, reach their own BPF maps
+ * (private_map_fd) and be called periodically (tick).
  *
  * Ownership: every pointer the plugin returns in `struct omniprof_plugin`
  * stays valid until the shared object is unloaded. Every pointer the host
@@ -44,8 +49,8 @@
 extern "C" {
 #endif
 
-#define OMNIPROF_PLUGIN_ABI_MAJOR 1
-#define OMNIPROF_PLUGIN_ABI_MINOR 2
+#define OMNIPROF_PLUGIN_ABI_MAJOR 2
+#define OMNIPROF_PLUGIN_ABI_MINOR 0
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -108,10 +113,6 @@ struct omniprof_host_api {
   omniprof_status (*elf_symbol)(void *host, const char *path, const char *symbol,
                                 uint64_t *value, uint64_t *size);
 
-  /* ---- ABI 1.2 ------------------------------------------------------------
-   * Present when struct_size covers them (check before calling: a plugin
-   * may be handed the API of an older host build). */
-
   /* Creates the inner map at `index` of the shared map-of-maps `map_name`
    * (an ARRAY_OF_MAPS of bpf/include/omniprof/bpf/abi.h, such as
    * OMNIPROF_MAP_UNWIND_SHARDS), shaped like that map's inner-map template,
@@ -132,17 +133,31 @@ struct omniprof_host_api {
    * Threading: safe from any thread; concurrent calls are serialized by the
    * host. */
   omniprof_status (*create_inner_map)(void *host, const char *map_name, uint32_t index, int *fd);
+
+  /* Fields added in later 2.x minors go below, present when struct_size
+   * covers them (a plugin may be handed the API of an older host build). */
+
+  /* Fd of a map of the calling plugin's own BPF object (one it declares that
+   * is not a shared map: per-version offset tables, caches), or -1. The host
+   * owns the fd (it lives with the object, until `destroy` returns): do not
+   * close it. Each plugin gets its own host API; `host` tells them apart. */
+  int (*private_map_fd)(void *host, const char *map_name);
 };
 
-/* Size of a 1.1 host API: one without create_inner_map. */
-#define OMNIPROF_HOST_API_SIZE_1_1 offsetof(struct omniprof_host_api, create_inner_map)
+/* What a program needs from the kernel beyond 5.10's BPF. */
+#define OMNIPROF_PROGRAM_NEEDS_BPF_LOOP (1u << 0) /* bpf_loop: 5.17+ */
 
 /* A program of the plugin's BPF object and the tail-call slot it fills.
  * slot is an enum omniprof_slot; a THIRD_PARTY plugin passes
- * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot. */
+ * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot.
+ * A plugin fills one slot, and may offer more than one program for it: the
+ * host loads the first one, in list order, whose `needs` the running kernel
+ * meets (probed by the host), and does not load the others. List the
+ * program that needs the most first, and one that needs nothing last. */
 struct omniprof_program_slot {
   const char *program_name;
   uint32_t slot;
+  uint32_t needs; /* OMNIPROF_PROGRAM_NEEDS_* */
 };
 
 /* A process as the host sees it when it asks plugins whether it is theirs. */
@@ -150,6 +165,8 @@ struct omniprof_mapping {
   uint64_t start;
   uint64_t end;
   uint64_t file_offset;
+  uint64_t load_bias; /* process address - ELF virtual address of this mapping */
+  uint64_t file_id;   /* the host's id for the file's contents (as in load_executable); 0 = none */
   const char *path; /* reaches the file the process maps from the host (also when
                      * deleted or replaced on disk): /proc/self/fd/N of a
                      * descriptor the host keeps, or /proc/PID/map_files/...;
@@ -162,13 +179,10 @@ struct omniprof_process {
   const char *comm;
   const struct omniprof_mapping *mappings; /* executable mappings */
   size_t num_mappings;
-  /* ---- ABI 1.2 ----
-   * The name each mapping's file has for the process, as /proc/PID/maps
+  /* The name each mapping's file has for the process, as /proc/PID/maps
    * shows it (without " (deleted)"), parallel to `mappings`: what a plugin
    * recognises a runtime by ("libpython3.12.so.1.0"), where `path` is only a
-   * way to read the file. The host always passes it; a plugin of ABI 1.1
-   * never sees it (the host refuses plugins of a newer minor, so no plugin
-   * reads past the end of an older host's struct). */
+   * way to read the file. */
   const char *const *mapping_names;
 };
 
@@ -176,6 +190,19 @@ struct omniprof_process {
 struct omniprof_process_attach {
   uint64_t interpreter_data[6]; /* copied to process_info.interpreter_data */
   char runtime_version[32];     /* e.g. "3.12.1", shown in labels and logs */
+  /* The interpreter's evaluation loop code, as process addresses [start, end)
+   * (pyperf: _PyEval_EvalFrameDefault of the libpython this process maps).
+   * The native walker marks each native frame whose pc lies here, and this
+   * plugin's program then gives each mark the interpreter frames it ran (see
+   * omniprof_unwind_state in bpf/include/omniprof/bpf/abi.h). detect_process
+   * runs again whenever the host re-reads the mappings (dlopen, exec), so the
+   * ranges follow a libpython loaded late. At most
+   * OMNIPROF_MAX_INTERPRETER_RANGES (4). */
+  struct {
+    uint64_t start;
+    uint64_t end;
+  } interpreter_ranges[4];
+  uint32_t num_interpreter_ranges;
 };
 
 /* A symbolized frame. Strings are copied by the host before the next call. */
@@ -183,6 +210,14 @@ struct omniprof_symbol {
   const char *function;
   const char *file;
   int64_t line;
+};
+
+/* A frame as the BPF program stored it (same layout as struct
+ * omniprof_frame in bpf/include/omniprof/bpf/abi.h). */
+struct omniprof_frame_data {
+  uint64_t address;
+  uint32_t detail;
+  uint8_t kind;
 };
 
 struct omniprof_plugin {
@@ -219,14 +254,14 @@ struct omniprof_plugin {
                                     struct omniprof_process_attach *attach, char *error);
   /* Optional. The process exited or called exec. */
   void (*process_gone)(void *instance, int32_t pid);
-  /* Optional. Names a frame of this plugin's kind (OMNIPROF_FRAME_SLOT_BASE +
-   * slot). NULL for the native plugin, whose frames the host names from ELF. */
-  omniprof_status (*symbolize_frame)(void *instance, int32_t pid, uint64_t frame,
+  /* Optional. Names a frame of this plugin's kind (the frame kind equal to
+   * its slot) that process `pid` produced. NULL for the native plugin, whose
+   * frames the host names from ELF. Called after the process may have
+   * exited: a plugin that needs the process's memory reads it earlier (tick)
+   * and keeps it. OMNIPROF_OK with symbol->function set; an error makes the
+   * host show the frame as "[unknown <runtime>]" and count it. */
+  omniprof_status (*symbolize_frame)(void *instance, int32_t pid, const struct omniprof_frame_data *frame,
                                      struct omniprof_symbol *symbol, char *error);
-
-  /* ---- ABI 1.1 ------------------------------------------------------------
-   * Present when struct_size covers them; the host treats them as NULL for a
-   * 1.0 plugin. */
 
   /* Optional. The first process mapping the executable file `file_id` (an id
    * computed by the host from the file's contents, the same for every copy
@@ -253,10 +288,21 @@ struct omniprof_plugin {
   omniprof_status (*debug_command)(void *instance, const char *command, const char *argument,
                                    void (*write)(void *context, const char *text, size_t len),
                                    void *context, char *error);
-};
 
-/* Size of a 1.0 entry: the host accepts anything from here up. */
-#define OMNIPROF_PLUGIN_SIZE_1_0 offsetof(struct omniprof_plugin, load_executable)
+  /* Optional. Called by the host about every 200 ms while it samples, from
+   * one thread, under the instance's lock like every hook: the time to read
+   * what symbolize_frame will need from processes that may exit before the
+   * round ends (pyperf: the code objects its BPF program saw). */
+  void (*tick)(void *instance);
+
+  /* Optional. A label the plugin's BPF program puts on samples
+   * (omniprof_label_sample): the profile shows label_key=label_values[value]
+   * for a sample labelled `value` (1 to num_label_values - 1; 0 = none).
+   * pyperf: "python_gil", {NULL, "held", "released"}. */
+  const char *label_key;
+  const char *const *label_values;
+  size_t num_label_values;
+};
 
 typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);
 

@@ -27,7 +27,7 @@ typedef __s32 omniprof_s32;
 typedef int32_t omniprof_s32;
 #endif
 
-#define OMNIPROF_BPF_ABI_VERSION 4
+#define OMNIPROF_BPF_ABI_VERSION 5
 
 /* ---- Tail-call slots -------------------------------------------------------
  * One PROG_ARRAY ("programs") owned by the host. Every unwinder finishes by
@@ -66,7 +66,9 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_TAIL_CALL_LIMIT = 12,   /* tail-call budget spent: stack truncated */
   OMNIPROF_STAT_STACK_TRUNCATED = 13,   /* OMNIPROF_MAX_STACK_DEPTH frames reached */
   OMNIPROF_STAT_USER_REGS_ERROR = 14,   /* user registers unreadable: kernel frames only */
-  OMNIPROF_NUM_HOST_STATS = 15
+  OMNIPROF_STAT_MARKS_FULL = 15,        /* more interpreter loop frames than marks: the rest unmarked */
+  OMNIPROF_STAT_INTERPRETER_TRUNCATED = 16, /* interpreter frames past OMNIPROF_MAX_STACK_DEPTH dropped */
+  OMNIPROF_NUM_HOST_STATS = 17
 };
 
 enum omniprof_native_stat {
@@ -92,29 +94,69 @@ enum omniprof_native_stat {
 };
 
 /* ---- Stacks ----------------------------------------------------------------*/
-#define OMNIPROF_MAX_STACK_DEPTH 128
+/* Frames of one user stack, native and interpreter frames together. */
+#define OMNIPROF_MAX_STACK_DEPTH 512
+/* Frames of a kernel stack (the kernel's own PERF_MAX_STACK_DEPTH is 127). */
+#define OMNIPROF_MAX_KERNEL_DEPTH 128
 /* The kernel refuses the 33rd tail call of a chain (32 before 5.x). Unwinders
  * stop at this many and keep one for STOP. */
 #define OMNIPROF_MAX_TAIL_CALLS 30
+/* Tail calls the native walker leaves for the process's interpreter unwinder
+ * (on kernels without bpf_loop, where the native walk needs many). */
+#define OMNIPROF_INTERPRETER_TAIL_CALLS 6
 
 /* Stack ids are 64-bit hashes of the frames; these two values are reserved. */
 #define OMNIPROF_STACK_ID_NONE 0ULL /* no such stack (kernel thread, user-only sample) */
 #define OMNIPROF_STACK_ID_LOST 1ULL /* the stack could not be stored (stack_traces full) */
 
-/* Frame kinds: which plugin's reader symbolizes a frame. Native frames are
- * instruction addresses; an interpreter plugin stores what its reader needs. */
+/* Frame kinds: which reader names a frame. A frame an unwinder produces
+ * carries that unwinder's slot (NATIVE, RUBY, PYTHON, or a third party's
+ * 4 to 7); kernel frames carry OMNIPROF_FRAME_KERNEL. 0 is no frame. */
 enum omniprof_frame_kind {
-  OMNIPROF_FRAME_NATIVE = 0,
-  OMNIPROF_FRAME_KERNEL = 1,
-  /* OMNIPROF_FRAME_KERNEL + slot: frames produced by the unwinder in that slot */
-  OMNIPROF_FRAME_SLOT_BASE = 1,
+  OMNIPROF_FRAME_NATIVE = OMNIPROF_SLOT_NATIVE, /* instruction address, named from ELF */
+  OMNIPROF_FRAME_RUBY = OMNIPROF_SLOT_RUBY,
+  OMNIPROF_FRAME_PYTHON = OMNIPROF_SLOT_PYTHON,
+  OMNIPROF_FRAME_KERNEL = OMNIPROF_NUM_SLOTS,   /* kernel instruction address */
 };
+
+/* One frame. A native or kernel frame is an instruction address; an
+ * interpreter frame carries what its plugin's reader needs to name it and
+ * its executing line (pyperf: the code object's address and the
+ * instruction's offset). */
+struct omniprof_frame {
+  omniprof_u64 address;
+  omniprof_u32 detail; /* interpreter frames: the plugin's (e.g. instruction offset); else 0 */
+  omniprof_u8 kind;    /* enum omniprof_frame_kind */
+  omniprof_u8 flags;   /* OMNIPROF_FRAME_SPLICED */
+  omniprof_u16 after;  /* spliced frames: how many unspliced frames precede it */
+};
+
+/* An interpreter frame stored after the native frames: it belongs right
+ * after the first `after` unspliced (native) frames of the stack. The host
+ * puts it there when it reads the stack (see omniprof_unwind_state). */
+#define OMNIPROF_FRAME_SPLICED (1u << 0)
 
 struct omniprof_stack {
   omniprof_u32 len;
-  omniprof_u32 flags;
-  omniprof_u8 kinds[OMNIPROF_MAX_STACK_DEPTH];
-  omniprof_u64 frames[OMNIPROF_MAX_STACK_DEPTH]; /* leaf first */
+  omniprof_u32 reserved;
+  struct omniprof_frame frames[OMNIPROF_MAX_STACK_DEPTH]; /* leaf first */
+};
+
+/* Stacks are stored in stack_traces as fragments of
+ * OMNIPROF_FRAGMENT_FRAMES frames under (stack id, fragment index), so a
+ * stack costs what it holds: a 20-frame stack takes two fragments, not the
+ * room of 512 frames. The stack's length travels in the stack key. */
+#define OMNIPROF_FRAGMENT_FRAMES 16
+#define OMNIPROF_MAX_FRAGMENTS (OMNIPROF_MAX_STACK_DEPTH / OMNIPROF_FRAGMENT_FRAMES)
+
+struct omniprof_stack_fragment_key {
+  omniprof_u64 stack_id;
+  omniprof_u32 index; /* frames [index * 16, index * 16 + 16) of the stack */
+  omniprof_u32 reserved;
+};
+
+struct omniprof_stack_fragment {
+  struct omniprof_frame frames[OMNIPROF_FRAGMENT_FRAMES];
 };
 
 #define OMNIPROF_COMM_LEN 16
@@ -124,6 +166,14 @@ struct omniprof_stack_key {
   omniprof_u32 tid; /* thread */
   omniprof_u64 user_stack_id;
   omniprof_u64 kernel_stack_id;
+  omniprof_u16 user_stack_len;
+  omniprof_u16 kernel_stack_len;
+  /* A label the interpreter unwinder in slot label_slot put on the sample
+   * (pyperf: whether the thread held the GIL); the host names it from that
+   * plugin's label_key / label_values. 0 and 0: no label. */
+  omniprof_u8 label_slot;
+  omniprof_u8 label_value;
+  omniprof_u16 reserved;
   char thread_name[OMNIPROF_COMM_LEN];
 };
 
@@ -148,6 +198,14 @@ struct omniprof_process_mapping {
 #define OMNIPROF_MAX_MAPPINGS 64
 #define OMNIPROF_MAPPING_SEARCH_STEPS 6 /* log2(OMNIPROF_MAX_MAPPINGS) */
 
+/* Code of the process that is an interpreter's evaluation loop (pyperf:
+ * _PyEval_EvalFrameDefault), as process addresses [start, end). */
+#define OMNIPROF_MAX_INTERPRETER_RANGES 4
+struct omniprof_code_range {
+  omniprof_u64 start;
+  omniprof_u64 end;
+};
+
 struct omniprof_process_info {
   omniprof_u32 flags;
   /* Slot of the interpreter unwinder for this process, 0 for none. */
@@ -155,7 +213,11 @@ struct omniprof_process_info {
   /* Owned by the interpreter plugin (e.g. thread-state address, offsets index). */
   omniprof_u64 interpreter_data[6];
   omniprof_u32 num_mappings;
-  omniprof_u32 reserved;
+  omniprof_u32 num_interpreter_ranges;
+  /* A native frame whose pc lies in one of these ran interpreter code: the
+   * native walker marks it, and the interpreter unwinder puts the frames it
+   * ran right after it (see omniprof_unwind_state.marks). */
+  struct omniprof_code_range interpreter_ranges[OMNIPROF_MAX_INTERPRETER_RANGES];
   struct omniprof_process_mapping mappings[OMNIPROF_MAX_MAPPINGS]; /* sorted by start */
 };
 
@@ -246,6 +308,31 @@ struct omniprof_event {
  * or the sampled registers: its pc may be garbage (code without frame
  * pointers), so a pc outside every mapping proves nothing about dlopen. */
 #define OMNIPROF_WALK_FROM_FRAME_POINTER (1u << 0)
+/* The native walk is over; what is left is the interpreter's and STOP's. */
+#define OMNIPROF_WALK_NATIVE_DONE (1u << 1)
+
+/* The hand-off between the native walker and an interpreter unwinder.
+ *
+ * The native walker walks the whole native stack first and marks each
+ * native frame whose pc lies in one of the process's interpreter_ranges
+ * (marks[i] = how many native frames there are up to and including it).
+ * Then it tail-calls the process's interpreter slot once. The interpreter
+ * walks its own frames from the innermost and appends them after the native
+ * frames, each giving the mark it belongs to (omniprof_interpreter_frame:
+ * CPython up to 3.10 one frame per evaluation loop call, 3.11+ every frame up
+ * to its entry frame); each such frame is stored OMNIPROF_FRAME_SPLICED with
+ * `after` = its mark, and the host, reading the stack, puts it right after
+ * that native frame. Frames beyond the last mark (the native walk stopped
+ * early) go after the last native frame.
+ *
+ * Why not hand over per frame (native -> interpreter -> native at every
+ * evaluation loop frame): two tail calls per interpreter frame, and the
+ * kernel allows 33 per sample, so a 100-deep Python 3.10 recursion could
+ * never come out whole. Why not splice in BPF: a merge loop over 512 frames
+ * with data-dependent branches is more than a 5.10 verifier will walk; the
+ * host does it in a few lines. This way a sample costs a handful of tail
+ * calls and the stored stack is as long as the frames it holds. */
+#define OMNIPROF_MAX_MARKS 256
 
 struct omniprof_unwind_state {
   omniprof_u64 ip;
@@ -254,9 +341,16 @@ struct omniprof_unwind_state {
   omniprof_u32 tail_calls;
   omniprof_u32 stop_reason; /* a percpu_stats index saying why the walk ended */
   omniprof_u32 walk_flags;  /* OMNIPROF_WALK_*: what the current registers came from */
+  omniprof_u32 num_marks;
+  omniprof_u32 native_frames; /* frames the native walk pushed (set when it ends) */
   omniprof_u32 reserved;
+  /* Owned by the interpreter unwinder: where its walk stands across its own
+   * tail calls (pyperf: the next frame to read, the mark it is filling). */
+  omniprof_u64 interpreter_walk[6];
   struct omniprof_stack_key key;
+  omniprof_u16 marks[OMNIPROF_MAX_MARKS]; /* native frames up to each marked one */
   struct omniprof_stack stack;
+  omniprof_u64 kernel_ips[OMNIPROF_MAX_KERNEL_DEPTH]; /* bpf_get_stack's output */
 };
 
 /* ---- Shared map names and default sizes ------------------------------------*/
@@ -273,7 +367,7 @@ struct omniprof_unwind_state {
 #define OMNIPROF_MAP_EVENT_REQUESTS "event_requests"
 
 #define OMNIPROF_DEFAULT_STACK_COUNTS 10240
-#define OMNIPROF_DEFAULT_STACK_TRACES 10240
+#define OMNIPROF_DEFAULT_STACK_TRACES 32768 /* fragments of 16 frames */
 #define OMNIPROF_DEFAULT_PROCESSES 4096
 #define OMNIPROF_DEFAULT_EXECUTABLES 2048
 

@@ -29,13 +29,13 @@ struct {
  * NMI or hard-irq context can fail), and even after, an allocation failing
  * under memory pressure would lose samples. */
 
-/* stack id (hash of the frames) -> frames. User, interpreter and kernel
- * stacks share it. */
+/* (stack id, fragment index) -> 16 frames of that stack (abi.h). User,
+ * interpreter and kernel stacks share it; max_entries counts fragments. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, OMNIPROF_DEFAULT_STACK_TRACES);
-  __type(key, __u64);
-  __type(value, struct omniprof_stack);
+  __type(key, struct omniprof_stack_fragment_key);
+  __type(value, struct omniprof_stack_fragment);
 } stack_traces SEC(".maps");
 
 /* pid (tgid) -> what the host knows of the process. */

@@ -1,29 +1,35 @@
 /* What every unwinder program (in-tree or third-party) uses to hand the walk
- * on: push frames, tail-call the next slot under the tail-call guard, and end
+ * on: push frames, tail-call the next slot under the tail-call guard, hand
+ * the marked native frames to the process's interpreter unwinder, and end
  * the walk with a reason. */
 #ifndef OMNIPROF_UNWINDER_BPF_H
 #define OMNIPROF_UNWINDER_BPF_H
 
 #include "omniprof/bpf/shared_maps.bpf.h"
 
-/* Appends a frame. Returns 0, or -1 when the stack buffer is full. The mask
- * keeps the index provably inside the array for the verifier. */
-static __always_inline int omniprof_push_frame(struct omniprof_unwind_state *state, __u64 frame,
+/* Appends a frame to the stack. Returns 0, or -1 when the stack buffer is
+ * full. The mask keeps the index provably inside the array for the
+ * verifier (OMNIPROF_MAX_STACK_DEPTH is a power of two). */
+static __always_inline int omniprof_push_frame(struct omniprof_unwind_state *state, __u64 address,
                                                __u8 kind) {
   __u32 len = state->stack.len;
   if (len >= OMNIPROF_MAX_STACK_DEPTH) return -1;
-  state->stack.frames[len & (OMNIPROF_MAX_STACK_DEPTH - 1)] = frame;
-  state->stack.kinds[len & (OMNIPROF_MAX_STACK_DEPTH - 1)] = kind;
+  struct omniprof_frame *frame = &state->stack.frames[len & (OMNIPROF_MAX_STACK_DEPTH - 1)];
+  frame->address = address;
+  frame->detail = 0;
+  frame->kind = kind;
+  frame->flags = 0;
+  frame->after = 0;
   state->stack.len = len + 1;
   return 0;
 }
 
-/* Ends the walk: records why and hands over to STOP, which stores the stack
- * and counts the sample. STOP is always reachable: the guard below keeps one
- * tail call in reserve for it. */
+/* Ends the walk: records why and hands over to STOP, which stores the
+ * stack and counts the sample. STOP is always
+ * reachable: the guard below keeps one tail call in reserve for it. */
 static __always_inline void omniprof_stop_walk(void *ctx, struct omniprof_unwind_state *state,
                                                __u32 reason) {
-  state->stop_reason = reason;
+  if (reason) state->stop_reason = reason;
   state->tail_calls++;
   bpf_tail_call(ctx, &programs, OMNIPROF_SLOT_STOP);
   /* Only reached if the STOP slot is empty, which the host never allows
@@ -46,6 +52,87 @@ static __always_inline void omniprof_tail_call(void *ctx, struct omniprof_unwind
   bpf_tail_call(ctx, &programs, slot);
   state->tail_calls--;
   omniprof_stop_walk(ctx, state, OMNIPROF_STAT_TAIL_CALL_FAILED);
+}
+
+/* ---- The interpreter hand-off (see omniprof_unwind_state in abi.h) -------- */
+
+/* Whether `pc` lies in the process's interpreter code. A constant number of
+ * compares: the ranges live in process_info, no map lookup per frame. */
+static __always_inline bool omniprof_in_interpreter(const struct omniprof_process_info *process, __u64 pc) {
+  if (!process) return false;
+  /* Keeps clang from computing &process->interpreter_ranges before the NULL
+   * check, which the verifier refuses (pointer arithmetic on a
+   * map_value_or_null). */
+  asm volatile("" : "+r"(process));
+  if (process->interpreter_slot == 0) return false;
+  __u32 n = process->num_interpreter_ranges;
+  for (int i = 0; i < OMNIPROF_MAX_INTERPRETER_RANGES; i++) {
+    if (i >= n) break;
+    if (pc >= process->interpreter_ranges[i].start && pc < process->interpreter_ranges[i].end) return true;
+  }
+  return false;
+}
+
+/* Marks the frame just pushed as one that ran interpreter code. */
+static __always_inline void omniprof_mark_interpreter_frame(struct omniprof_unwind_state *state) {
+  __u32 n = state->num_marks;
+  if (n >= OMNIPROF_MAX_MARKS) {
+    omniprof_count(OMNIPROF_STAT_MARKS_FULL);
+    return;
+  }
+  state->marks[n & (OMNIPROF_MAX_MARKS - 1)] = (__u16)state->stack.len;
+  state->num_marks = n + 1;
+}
+
+/* The native walk is over (`reason` says why): the process's interpreter
+ * unwinder walks next if it has one, then STOP. */
+static __always_inline void omniprof_native_walk_done(void *ctx, struct omniprof_unwind_state *state,
+                                                      const struct omniprof_process_info *process,
+                                                      __u32 reason) {
+  state->stop_reason = reason;
+  state->walk_flags |= OMNIPROF_WALK_NATIVE_DONE;
+  state->native_frames = state->stack.len;
+  if (process && process->interpreter_slot > OMNIPROF_SLOT_NATIVE &&
+      process->interpreter_slot < OMNIPROF_NUM_SLOTS) {
+    state->tail_calls++;
+    bpf_tail_call(ctx, &programs, process->interpreter_slot);
+    /* The interpreter's plugin is not loaded: the native frames stand. */
+    state->tail_calls--;
+    omniprof_count(OMNIPROF_STAT_TAIL_CALL_FAILED);
+  }
+  omniprof_stop_walk(ctx, state, 0);
+}
+
+/* For interpreter unwinders: appends an interpreter frame that belongs to
+ * mark `mark` (0 = the innermost marked native frame; state->num_marks or
+ * more = after the last native frame). Frames must come in stack order,
+ * leaf first. Returns 0, or -1 when the stack is full (counted: the frame
+ * is lost, the sample kept). */
+static __always_inline int omniprof_interpreter_frame(struct omniprof_unwind_state *state, __u32 mark,
+                                                      __u64 address, __u32 detail, __u8 kind) {
+  __u32 len = state->stack.len;
+  if (len >= OMNIPROF_MAX_STACK_DEPTH) {
+    omniprof_count(OMNIPROF_STAT_INTERPRETER_TRUNCATED);
+    return -1;
+  }
+  __u32 after = state->native_frames;
+  if (mark < state->num_marks && mark < OMNIPROF_MAX_MARKS) after = state->marks[mark & (OMNIPROF_MAX_MARKS - 1)];
+  struct omniprof_frame *frame = &state->stack.frames[len & (OMNIPROF_MAX_STACK_DEPTH - 1)];
+  frame->address = address;
+  frame->detail = detail;
+  frame->kind = kind;
+  frame->flags = OMNIPROF_FRAME_SPLICED;
+  frame->after = (__u16)after;
+  state->stack.len = len + 1;
+  return 0;
+}
+
+/* For interpreter unwinders: labels the sample (label_value indexes the
+ * plugin's label_values; pyperf: GIL held or released). */
+static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *state, __u32 slot,
+                                                  __u8 value) {
+  state->key.label_slot = (__u8)slot;
+  state->key.label_value = value;
 }
 
 #endif /* OMNIPROF_UNWINDER_BPF_H */
