@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "omniprof/plugin.h"
 
 struct bpf_object;
