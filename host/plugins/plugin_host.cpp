@@ -59,6 +59,8 @@ int api_map_fd(void* host, const char* name) {
 
 int64_t api_read_process_memory(void* /*host*/, int32_t pid, uint64_t address, void* buffer,
                                 uint64_t len) {
+  // One per call: the C API keeps no state per pid (hooks of different
+  // plugins may call it at once), so a fallback opens /proc/PID/mem each time.
   return ProcessMemory(pid).read_or_errno(address, buffer, len);
 }
 

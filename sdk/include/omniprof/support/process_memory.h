@@ -19,6 +19,8 @@
 
 namespace omniprof {
 
+// Keep one per process read many times (the /proc/PID/mem descriptor stays
+// open). Not thread-safe: one per thread, or a lock around it.
 class ProcessMemory {
  public:
   explicit ProcessMemory(int32_t pid) : pid_(pid) {}
