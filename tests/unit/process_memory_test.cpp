@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "plugins/plugin_host.h"
+
 namespace omniprof {
 namespace {
 
@@ -171,6 +173,22 @@ void read_with_process_vm_readv_refused() {
 TEST(ProcessMemoryDeathTest, FallsBackToProcPidMemWhenProcessVmReadvIsRefused) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(read_with_process_vm_readv_refused(), ::testing::ExitedWithCode(0), "");
+}
+
+// What plugins call: the host API's read_process_memory is ProcessMemory,
+// bytes read or a negative errno.
+TEST(ProcessMemory, HostApiReadsThroughIt) {
+  static char buffer[16] = "before fork";
+  ChildWriting child(buffer, "in the child");
+  PluginHost host(nullptr, nullptr);
+  const omniprof_host_api* api = host.host_api();
+  char out[16] = {};
+  EXPECT_EQ(api->read_process_memory(api->host, child.pid(), reinterpret_cast<uint64_t>(buffer), out, sizeof(out)),
+            static_cast<int64_t>(sizeof(out)));
+  EXPECT_STREQ(out, "in the child");
+  PageThenHole area;
+  EXPECT_EQ(api->read_process_memory(api->host, ::getpid(), area.address(area.page_size - 4), out, sizeof(out)), 4);
+  EXPECT_EQ(api->read_process_memory(api->host, ::getpid(), area.address(area.page_size), out, sizeof(out)), -EFAULT);
 }
 
 }  // namespace
