@@ -14,9 +14,9 @@
 #include <functional>
 
 #include "bpf/bpf_maps.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 #include "executables/executable_info_manager.h"
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 #include "executables/open_executables.h"
 #include "process/mapped_file.h"
 #include "symbolize/elf_symbolizer.h"
