@@ -59,34 +59,39 @@ PyResult<std::vector<uint8_t>> read_byte_string(const ReadMemory& read, uint64_t
 
 }  // namespace
 
-PyResult<std::string> read_python_string(const ReadMemory& read, const PythonVersionOffsets& offsets,
-                                         uint64_t address) {
+PyResult<std::string> read_python_string(const ReadMemory& read,
+                                         const PythonVersionOffsets& offsets, uint64_t address) {
   const PythonReaderOffsets& o = offsets.reader;
   if (address == 0) return py_error("NULL string object");
   if (offsets.major == 2) {
-    auto bytes = read_byte_string(read, address, o.string_size, o.string_data, kMaxPythonStringChars);
+    auto bytes =
+        read_byte_string(read, address, o.string_size, o.string_data, kMaxPythonStringChars);
     if (!bytes) return bytes.error();
     return std::string(bytes->begin(), bytes->end());
   }
   uint32_t state = 0;
   int64_t length = 0;
   if (!read_value(read, address + o.unicode_state, state)) return read_failed("str state", address);
-  if (!read_value(read, address + o.unicode_length, length)) return read_failed("str length", address);
+  if (!read_value(read, address + o.unicode_length, length))
+    return read_failed("str length", address);
   unsigned kind = (state >> o.unicode_kind_bit) & 7;
   bool compact = (state >> o.unicode_compact_bit) & 1;
   bool ascii = (state >> o.unicode_ascii_bit) & 1;
-  if (!compact) return py_error("str at " + hex(address) + " is not compact (state " + hex(state) + ")");
+  if (!compact)
+    return py_error("str at " + hex(address) + " is not compact (state " + hex(state) + ")");
   if (kind != 1 && kind != 2 && kind != 4) {
     return py_error("str at " + hex(address) + " has kind " + std::to_string(kind));
   }
-  if (ascii && kind != 1) return py_error("str at " + hex(address) + " is ASCII of kind " + std::to_string(kind));
+  if (ascii && kind != 1)
+    return py_error("str at " + hex(address) + " is ASCII of kind " + std::to_string(kind));
   if (length < 0 || static_cast<uint64_t>(length) > kMaxPythonStringChars) {
-    return py_error("str at " + hex(address) + " claims " + std::to_string(length) + " characters (limit " +
-                    std::to_string(kMaxPythonStringChars) + ")");
+    return py_error("str at " + hex(address) + " claims " + std::to_string(length) +
+                    " characters (limit " + std::to_string(kMaxPythonStringChars) + ")");
   }
   std::size_t count = static_cast<std::size_t>(length);
   std::vector<uint8_t> raw(count * kind);
-  uint64_t data = address + static_cast<uint64_t>(ascii ? o.unicode_ascii_data : o.unicode_compact_data);
+  uint64_t data =
+      address + static_cast<uint64_t>(ascii ? o.unicode_ascii_data : o.unicode_compact_data);
   if (count > 0 && !read(data, raw.data(), raw.size())) return read_failed("str data", address);
   std::string text;
   text.reserve(count);
@@ -111,7 +116,8 @@ PyResult<std::string> read_python_string(const ReadMemory& read, const PythonVer
   return text;
 }
 
-PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVersionOffsets& offsets,
+PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
+                                          const PythonVersionOffsets& offsets,
                                           uint64_t code_address) {
   const PythonReaderOffsets& o = offsets.reader;
   if (code_address == 0) return py_error("NULL code object");
@@ -124,7 +130,9 @@ PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVe
     auto pointer = pointer_at(offset, what);
     if (!pointer) return pointer.error();
     auto text = read_python_string(read, offsets, *pointer);
-    if (!text) return py_error(std::string(what) + " of code object " + hex(code_address) + ": " + text.error().message);
+    if (!text)
+      return py_error(std::string(what) + " of code object " + hex(code_address) + ": " +
+                      text.error().message);
     return text;
   };
 
@@ -146,7 +154,9 @@ PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVe
   if (!read_value(read, code_address + o.co_firstlineno, first_line)) {
     return read_failed("co_firstlineno", code_address);
   }
-  if (first_line < 0) return py_error("code object " + hex(code_address) + " has co_firstlineno " + std::to_string(first_line));
+  if (first_line < 0)
+    return py_error("code object " + hex(code_address) + " has co_firstlineno " +
+                    std::to_string(first_line));
   info.first_line = first_line;
 
   info.format = line_table_format(offsets.major, offsets.minor);
@@ -156,19 +166,23 @@ PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVe
   int64_t size_offset = offsets.major == 2 ? o.string_size : o.bytes_size;
   int64_t data_offset = offsets.major == 2 ? o.string_data : o.bytes_data;
   auto table = read_byte_string(read, *table_pointer, size_offset, data_offset, kMaxLineTableBytes);
-  if (!table) return py_error("line table of code object " + hex(code_address) + ": " + table.error().message);
+  if (!table)
+    return py_error("line table of code object " + hex(code_address) + ": " +
+                    table.error().message);
   info.line_table = std::move(table.value());
   return info;
 }
 
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset) {
-  std::optional<int> line = line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
+  std::optional<int> line =
+      line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
   return PythonFrameName{code.function, code.file, line.value_or(code.first_line)};
 }
 
 PyResult<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMemory& read,
                                                       const PythonVersionOffsets& offsets,
-                                                      uint64_t code_address, uint32_t instruction_offset) {
+                                                      uint64_t code_address,
+                                                      uint32_t instruction_offset) {
   std::pair<uint32_t, uint64_t> key{pid, code_address};
   std::shared_ptr<const PythonCodeInfo> code;
   {
@@ -181,7 +195,8 @@ PyResult<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMe
     auto read_code = read_code_object(read, offsets, code_address);
     std::lock_guard lock(mutex_);
     ++reads_;
-    if (!read_code) return py_error("pid " + std::to_string(pid) + ": " + read_code.error().message);
+    if (!read_code)
+      return py_error("pid " + std::to_string(pid) + ": " + read_code.error().message);
     if (entries_.size() >= max_entries_) {
       entries_.clear();
       ++evictions_;

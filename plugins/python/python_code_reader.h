@@ -45,11 +45,12 @@ struct PythonFrameName {
 
 // A Python str object's text as UTF-8: a compact PyUnicode (3.x: ASCII or
 // UCS1/2/4) or, on 2.7, a PyStringObject (bytes, returned as they are).
-PyResult<std::string> read_python_string(const ReadMemory& read, const PythonVersionOffsets& offsets,
-                                         uint64_t address);
+PyResult<std::string> read_python_string(const ReadMemory& read,
+                                         const PythonVersionOffsets& offsets, uint64_t address);
 
 // The code object at `code_address`: names, file, first line and line table.
-PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVersionOffsets& offsets,
+PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
+                                          const PythonVersionOffsets& offsets,
                                           uint64_t code_address);
 
 // The frame's name from a decoded code object and the instruction offset.

@@ -9,26 +9,78 @@ namespace {
 // The 3.13 struct: after the cookie, uint64_t words in this order
 // (Include/internal/pycore_runtime.h of 3.13).
 enum Word : std::size_t {
-  kVersion, kFreeThreaded,
-  kRuntimeSize, kRuntimeFinalizing, kRuntimeInterpretersHead,
-  kInterpSize, kInterpId, kInterpNext, kInterpThreadsHead, kInterpGc, kInterpImportsModules,
-  kInterpSysdict, kInterpBuiltins, kInterpCevalGil, kInterpGilRuntimeState,
-  kInterpGilRuntimeStateEnabled, kInterpGilRuntimeStateLocked, kInterpGilRuntimeStateHolder,
-  kTstateSize, kTstatePrev, kTstateNext, kTstateInterp, kTstateCurrentFrame, kTstateThreadId,
-  kTstateNativeThreadId, kTstateDatastackChunk, kTstateStatus,
-  kFrameSize, kFramePrevious, kFrameExecutable, kFrameInstrPtr, kFrameLocalsplus, kFrameOwner,
-  kCodeSize, kCodeFilename, kCodeName, kCodeQualname, kCodeLinetable, kCodeFirstlineno,
-  kCodeArgcount, kCodeLocalsplusnames, kCodeLocalspluskinds, kCodeCoCodeAdaptive,
-  kPyobjectSize, kPyobjectObType,
-  kTypeSize, kTypeTpName, kTypeTpRepr, kTypeTpFlags,
-  kTupleSize, kTupleObItem, kTupleObSize,
-  kListSize, kListObItem, kListObSize,
-  kDictSize, kDictMaKeys, kDictMaValues,
-  kFloatSize, kFloatObFval,
-  kLongSize, kLongLvTag, kLongObDigit,
-  kBytesSize, kBytesObSize, kBytesObSval,
-  kUnicodeSize, kUnicodeState, kUnicodeLength, kUnicodeAsciiobjectSize,
-  kGcSize, kGcCollecting,
+  kVersion,
+  kFreeThreaded,
+  kRuntimeSize,
+  kRuntimeFinalizing,
+  kRuntimeInterpretersHead,
+  kInterpSize,
+  kInterpId,
+  kInterpNext,
+  kInterpThreadsHead,
+  kInterpGc,
+  kInterpImportsModules,
+  kInterpSysdict,
+  kInterpBuiltins,
+  kInterpCevalGil,
+  kInterpGilRuntimeState,
+  kInterpGilRuntimeStateEnabled,
+  kInterpGilRuntimeStateLocked,
+  kInterpGilRuntimeStateHolder,
+  kTstateSize,
+  kTstatePrev,
+  kTstateNext,
+  kTstateInterp,
+  kTstateCurrentFrame,
+  kTstateThreadId,
+  kTstateNativeThreadId,
+  kTstateDatastackChunk,
+  kTstateStatus,
+  kFrameSize,
+  kFramePrevious,
+  kFrameExecutable,
+  kFrameInstrPtr,
+  kFrameLocalsplus,
+  kFrameOwner,
+  kCodeSize,
+  kCodeFilename,
+  kCodeName,
+  kCodeQualname,
+  kCodeLinetable,
+  kCodeFirstlineno,
+  kCodeArgcount,
+  kCodeLocalsplusnames,
+  kCodeLocalspluskinds,
+  kCodeCoCodeAdaptive,
+  kPyobjectSize,
+  kPyobjectObType,
+  kTypeSize,
+  kTypeTpName,
+  kTypeTpRepr,
+  kTypeTpFlags,
+  kTupleSize,
+  kTupleObItem,
+  kTupleObSize,
+  kListSize,
+  kListObItem,
+  kListObSize,
+  kDictSize,
+  kDictMaKeys,
+  kDictMaValues,
+  kFloatSize,
+  kFloatObFval,
+  kLongSize,
+  kLongLvTag,
+  kLongObDigit,
+  kBytesSize,
+  kBytesObSize,
+  kBytesObSval,
+  kUnicodeSize,
+  kUnicodeState,
+  kUnicodeLength,
+  kUnicodeAsciiobjectSize,
+  kGcSize,
+  kGcCollecting,
   kWordCount,
 };
 static_assert(8 + kWordCount * 8 == kPyDebugOffsets313Size);
@@ -82,16 +134,20 @@ PyResult<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) 
   d.unicode_state = word(kUnicodeState);
   d.unicode_length = word(kUnicodeLength);
   d.unicode_asciiobject_size = word(kUnicodeAsciiobjectSize);
-  if (d.interp_gil_locked < d.interp_gil_runtime_state || d.interp_gil_holder < d.interp_gil_runtime_state) {
+  if (d.interp_gil_locked < d.interp_gil_runtime_state ||
+      d.interp_gil_holder < d.interp_gil_runtime_state) {
     return py_error("_Py_DebugOffsets: the GIL's fields lie before the GIL");
   }
   PythonVersionOffsets probe;
-  if (!apply_py_debug_offsets(d, probe)) return py_error("_Py_DebugOffsets: an offset does not fit its field");
+  if (!apply_py_debug_offsets(d, probe))
+    return py_error("_Py_DebugOffsets: an offset does not fit its field");
   return d;
 }
 
 bool apply_py_debug_offsets(const PyDebugOffsets& d, PythonVersionOffsets& offsets) {
-  auto as_i64 = [](uint64_t value) { return value > 0xffffffffULL ? INT64_MIN : static_cast<int64_t>(value); };
+  auto as_i64 = [](uint64_t value) {
+    return value > 0xffffffffULL ? INT64_MIN : static_cast<int64_t>(value);
+  };
   const std::pair<std::string_view, uint64_t> values[] = {
       {"runtime_interpreters_head", d.runtime_interpreters_head},
       {"interp_tstate_head", d.interp_threads_head},

@@ -81,7 +81,8 @@ std::optional<ElfSymbolInfo> PythonElfFile::find_symbol(const std::string& name)
 
 bool PythonElfFile::has_symbol_with_prefix(const std::string& prefix) const {
   return visit_symbols([&](const char* symbol_name, const GElf_Sym& sym) {
-    return sym.st_shndx != SHN_UNDEF && std::strncmp(symbol_name, prefix.c_str(), prefix.size()) == 0;
+    return sym.st_shndx != SHN_UNDEF &&
+           std::strncmp(symbol_name, prefix.c_str(), prefix.size()) == 0;
   });
 }
 
@@ -96,14 +97,17 @@ PyResult<std::vector<uint8_t>> PythonElfFile::read_at(uint64_t vaddr, std::size_
     std::vector<uint8_t> bytes(len);
     off_t offset = static_cast<off_t>(phdr.p_offset + (vaddr - phdr.p_vaddr));
     ssize_t n = pread(fd_, bytes.data(), len, offset);
-    if (n != static_cast<ssize_t>(len)) return py_error(path_ + ": short read at file offset " + std::to_string(offset));
+    if (n != static_cast<ssize_t>(len))
+      return py_error(path_ + ": short read at file offset " + std::to_string(offset));
     return bytes;
   }
-  return py_error(path_ + ": address 0x" + [&] {
-    char hex[32];
-    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(vaddr));
-    return std::string(hex);
-  }() + " (+" + std::to_string(len) + ") is not in a file-backed PT_LOAD segment");
+  return py_error(path_ + ": address 0x" +
+                  [&] {
+                    char hex[32];
+                    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(vaddr));
+                    return std::string(hex);
+                  }() +
+                  " (+" + std::to_string(len) + ") is not in a file-backed PT_LOAD segment");
 }
 
 std::optional<std::vector<uint8_t>> PythonElfFile::section(const std::string& name) const {

@@ -22,10 +22,10 @@
 namespace omniprof::python {
 
 enum class LineTableFormat {
-  kLnotab27,       // 2.7: co_lnotab, (byte delta u8, line delta u8) pairs
-  kLnotab36,       // 3.6 to 3.9: co_lnotab, line deltas signed (int8)
-  kLinetable310,   // 3.10: co_linetable, (byte delta u8, line delta int8, -128: none)
-  kLocations311,   // 3.11+: co_linetable location entries, lengths in code units
+  kLnotab27,      // 2.7: co_lnotab, (byte delta u8, line delta u8) pairs
+  kLnotab36,      // 3.6 to 3.9: co_lnotab, line deltas signed (int8)
+  kLinetable310,  // 3.10: co_linetable, (byte delta u8, line delta int8, -128: none)
+  kLocations311,  // 3.11+: co_linetable location entries, lengths in code units
 };
 
 // The format of a version's table.

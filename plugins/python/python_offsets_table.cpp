@@ -1,9 +1,8 @@
 #include "python_offsets_table.h"
 
-#include <omniprof/offsets.hpp>
-
 #include <cstddef>
 #include <cstring>
+#include <omniprof/offsets.hpp>
 #include <stdexcept>
 
 namespace omniprof::python {
@@ -12,13 +11,16 @@ namespace {
 // One YAML key: where it lives in PythonVersionOffsets and how wide it is.
 struct Field {
   std::string_view key;
-  bool in_bpf;        // a member of struct python_offsets, else of PythonReaderOffsets
+  bool in_bpf;         // a member of struct python_offsets, else of PythonReaderOffsets
   std::size_t offset;  // offsetof in that struct
-  std::size_t size;    // bytes: 1 and 2 (u8, u16 with -1 as PYTHON_OFFSET_NONE), 4 (version_hex), 8 (int64_t)
+  std::size_t
+      size;  // bytes: 1 and 2 (u8, u16 with -1 as PYTHON_OFFSET_NONE), 4 (version_hex), 8 (int64_t)
 };
 
-#define BPF_FIELD(name) Field{#name, true, offsetof(python_offsets, name), sizeof(python_offsets::name)}
-#define READER_FIELD(name) Field{#name, false, offsetof(PythonReaderOffsets, name), sizeof(int64_t)}
+#define BPF_FIELD(name) \
+  Field { #name, true, offsetof(python_offsets, name), sizeof(python_offsets::name) }
+#define READER_FIELD(name) \
+  Field { #name, false, offsetof(PythonReaderOffsets, name), sizeof(int64_t) }
 
 constexpr Field kFields[] = {
     BPF_FIELD(version_hex),
@@ -59,6 +61,7 @@ constexpr Field kFields[] = {
     READER_FIELD(runtime_interpreters_head),
     READER_FIELD(runtime_ceval_gil_locked),
     READER_FIELD(runtime_ceval_gil_last_holder),
+    READER_FIELD(debug_offsets_size),
 };
 
 #undef BPF_FIELD
@@ -185,8 +188,8 @@ PythonOffsetsTable PythonOffsetsTable::from_table(const sdk::OffsetTable& table,
                                " does not fit the field");
       }
     }
-    uint32_t expected_hex = static_cast<uint32_t>(version->major) << 24 |
-                            static_cast<uint32_t>(version->minor) << 16;
+    uint32_t expected_hex =
+        static_cast<uint32_t>(version->major) << 24 | static_cast<uint32_t>(version->minor) << 16;
     if (offsets.bpf.version_hex != expected_hex) {
       throw sdk::OffsetError(where + ": version_hex " + std::to_string(offsets.bpf.version_hex) +
                              " is not " + std::to_string(expected_hex));

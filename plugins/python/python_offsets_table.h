@@ -21,11 +21,11 @@ namespace omniprof::python {
 struct PythonReaderOffsets {
   int64_t co_filename = -1;
   int64_t co_name = -1;
-  int64_t co_qualname = -1;     // 3.11+
+  int64_t co_qualname = -1;  // 3.11+
   int64_t co_firstlineno = -1;
-  int64_t co_lnotab = -1;       // up to 3.9
-  int64_t co_linetable = -1;    // 3.10+
-  int64_t co_code = -1;         // up to 3.10
+  int64_t co_lnotab = -1;     // up to 3.9
+  int64_t co_linetable = -1;  // 3.10+
+  int64_t co_code = -1;       // up to 3.10
   int64_t unicode_state = -1;
   int64_t unicode_length = -1;
   int64_t unicode_ascii_data = -1;
@@ -35,11 +35,12 @@ struct PythonReaderOffsets {
   int64_t unicode_ascii_bit = -1;
   int64_t bytes_size = -1;
   int64_t bytes_data = -1;
-  int64_t string_size = -1;  // 2.7
-  int64_t string_data = -1;  // 2.7
+  int64_t string_size = -1;                    // 2.7
+  int64_t string_data = -1;                    // 2.7
   int64_t runtime_interpreters_head = -1;      // 3.7+
   int64_t runtime_ceval_gil_locked = -1;       // 3.7 to 3.11
   int64_t runtime_ceval_gil_last_holder = -1;  // 3.7 to 3.11
+  int64_t debug_offsets_size = -1;             // sizeof(_Py_DebugOffsets), 3.13+
 };
 
 // Everything known about one minor version.
@@ -67,7 +68,8 @@ class PythonOffsetsTable {
   const std::vector<PythonVersionOffsets>& versions() const { return versions_; }
 
  private:
-  static PythonOffsetsTable from_table(const sdk::OffsetTable& table, const std::string& source_name);
+  static PythonOffsetsTable from_table(const sdk::OffsetTable& table,
+                                       const std::string& source_name);
 
   std::vector<PythonVersionOffsets> versions_;
 };

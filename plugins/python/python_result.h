@@ -19,7 +19,7 @@ struct PyError {
 template <typename T>
 class [[nodiscard]] PyResult {
  public:
-  PyResult(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  PyResult(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   PyResult(PyError error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }

@@ -3,10 +3,10 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
-#include <tuple>
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "python_elf.h"
 
@@ -80,8 +80,9 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
     if (!bytes) return py_error(path + ": reading Py_Version: " + bytes.error().message);
     uint64_t hex = 0;
     std::memcpy(&hex, bytes->data(), 8);  // little-endian host and file (x86-64, aarch64)
-    PythonVersion version{static_cast<int>((hex >> 24) & 0xff), static_cast<int>((hex >> 16) & 0xff),
-                          static_cast<int>((hex >> 8) & 0xff), "Py_Version"};
+    PythonVersion version{static_cast<int>((hex >> 24) & 0xff),
+                          static_cast<int>((hex >> 16) & 0xff), static_cast<int>((hex >> 8) & 0xff),
+                          "Py_Version"};
     if (version.major != 3 || (hex >> 32) != 0) {
       char text[32];
       std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(hex));
@@ -92,8 +93,10 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
 
   // Before 3.11: which major does the ABI say?
   std::optional<int> abi_major;
-  if (elf.has_symbol_with_prefix("PyString_FromString")) abi_major = 2;
-  else if (elf.has_symbol_with_prefix("PyUnicode_FromString")) abi_major = 3;
+  if (elf.has_symbol_with_prefix("PyString_FromString"))
+    abi_major = 2;
+  else if (elf.has_symbol_with_prefix("PyUnicode_FromString"))
+    abi_major = 3;
   if (!abi_major) return py_error(path + ": no Python C API symbols (PyString_* / PyUnicode_*)");
 
   auto rodata = elf.section(".rodata");
@@ -107,18 +110,20 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
     if (wanted && (major != wanted->first || minor != wanted->second)) continue;
     matches.insert(version);
   }
-  std::string expected = wanted ? std::to_string(wanted->first) + "." + std::to_string(wanted->second)
-                                : std::to_string(*abi_major) + ".x";
+  std::string expected = wanted
+                             ? std::to_string(wanted->first) + "." + std::to_string(wanted->second)
+                             : std::to_string(*abi_major) + ".x";
   if (matches.empty()) {
     return py_error(path + ": no PY_VERSION string for " + expected + " in .rodata");
   }
   if (matches.size() > 1) {
     std::string list;
     for (const auto& [major, minor, micro] : matches) {
-      list += (list.empty() ? "" : ", ") + std::to_string(major) + "." + std::to_string(minor) + "." +
-              std::to_string(micro);
+      list += (list.empty() ? "" : ", ") + std::to_string(major) + "." + std::to_string(minor) +
+              "." + std::to_string(micro);
     }
-    return py_error(path + ": ambiguous PY_VERSION strings for " + expected + " in .rodata: " + list);
+    return py_error(path + ": ambiguous PY_VERSION strings for " + expected +
+                    " in .rodata: " + list);
   }
   auto [major, minor, micro] = *matches.begin();
   return PythonVersion{major, minor, micro, "PY_VERSION string"};

@@ -1,12 +1,13 @@
 // The line table decoders against what each pyenv CPython says about its own
 // code objects (dump_code.py), and the reader against a live process of each
 // version, read through /proc/PID/mem.
+#include "python_code_reader.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 
-#include "python_code_reader.h"
 #include "python_line_table.h"
 #include "python_offsets_table.h"
 #include "python_test_support.h"
@@ -55,7 +56,8 @@ Dump parse_dump(ChildProcess& child) {
         std::string line_text = pair.substr(equals + 1);
         std::optional<int> expected;
         if (line_text != "-") expected = std::stoi(line_text);
-        code.lines.emplace_back(static_cast<uint32_t>(std::stoul(pair.substr(0, equals))), expected);
+        code.lines.emplace_back(static_cast<uint32_t>(std::stoul(pair.substr(0, equals))),
+                                expected);
       }
       dump.codes.push_back(std::move(code));
     } else if (fields[0] == "SAMPLE" && fields.size() == 4) {
@@ -114,7 +116,9 @@ TEST_P(PythonCodeReader, LineTableDecoderAgreesWithCPythonOnEveryOffset) {
   for (const DumpedSample& sample : dump.samples) {
     const DumpedCode* code = by_address[sample.address];
     ASSERT_NE(code, nullptr);
-    EXPECT_EQ(line_for_instruction(format, code->table, code->first_line, sample.instruction_offset), sample.line)
+    EXPECT_EQ(
+        line_for_instruction(format, code->table, code->first_line, sample.instruction_offset),
+        sample.line)
         << version.full << " " << code->name << " f_lasti " << sample.instruction_offset;
   }
 }
@@ -122,7 +126,8 @@ TEST_P(PythonCodeReader, LineTableDecoderAgreesWithCPythonOnEveryOffset) {
 TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
   const PyenvVersion& version = GetParam();
   OMNIPROF_REQUIRE_PYENV(version);
-  const PythonVersionOffsets* offsets = shipped_table().find(version.major(), version.minor_number());
+  const PythonVersionOffsets* offsets =
+      shipped_table().find(version.major(), version.minor_number());
   ASSERT_NE(offsets, nullptr);
   auto child = start_dump(version, true);
   ASSERT_TRUE(child);
@@ -135,13 +140,15 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
     auto info = read_code_object(read, *offsets, code.address);
     ASSERT_TRUE(info) << version.full << " " << code.name << ": " << info.error().message;
     EXPECT_EQ(info->name, code.name);
-    EXPECT_EQ(info->function, version.minor_number() >= 11 && version.major() == 3 ? code.qualname : code.name);
+    EXPECT_EQ(info->function,
+              version.minor_number() >= 11 && version.major() == 3 ? code.qualname : code.name);
     EXPECT_EQ(info->file, code.file);
     EXPECT_EQ(info->first_line, code.first_line);
     EXPECT_EQ(info->line_table, code.table) << code.name;
     if (code.qualname.find('.') != std::string::npos) saw_qualname = true;
     // No offset (before the first instruction): the first line.
-    auto named = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets, code.address, UINT32_MAX);
+    auto named = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets, code.address,
+                                  UINT32_MAX);
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named->line, code.first_line);
     EXPECT_EQ(named->function, info->function);
@@ -150,8 +157,8 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
   std::size_t cached = cache.size();
   EXPECT_EQ(cache.reads(), dump.codes.size());
   for (const DumpedSample& sample : dump.samples) {
-    auto named = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets, sample.address,
-                                  sample.instruction_offset);
+    auto named = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets,
+                                  sample.address, sample.instruction_offset);
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named->line, sample.line);
   }
@@ -166,7 +173,8 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
 TEST_P(PythonCodeReader, GarbageAddressesAreErrors) {
   const PyenvVersion& version = GetParam();
   OMNIPROF_REQUIRE_PYENV(version);
-  const PythonVersionOffsets* offsets = shipped_table().find(version.major(), version.minor_number());
+  const PythonVersionOffsets* offsets =
+      shipped_table().find(version.major(), version.minor_number());
   ASSERT_NE(offsets, nullptr);
   auto child = start_dump(version, true);
   ASSERT_TRUE(child);
@@ -175,7 +183,8 @@ TEST_P(PythonCodeReader, GarbageAddressesAreErrors) {
   ReadMemory read = proc_mem_reader(child->pid());
   // Unmapped, NULL, and a real object that is not a code object (a code
   // object's address + 8: its fields are other fields).
-  for (uint64_t address : {uint64_t{0}, uint64_t{8}, uint64_t{0xdead0000000}, dump.codes[0].address + 8}) {
+  for (uint64_t address :
+       {uint64_t{0}, uint64_t{8}, uint64_t{0xdead0000000}, dump.codes[0].address + 8}) {
     auto info = read_code_object(read, *offsets, address);
     EXPECT_FALSE(info) << std::hex << address;
     if (!info) EXPECT_FALSE(info.error().message.empty());
@@ -183,11 +192,7 @@ TEST_P(PythonCodeReader, GarbageAddressesAreErrors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, PythonCodeReader, ::testing::ValuesIn(pyenv_versions()),
-                         [](const ::testing::TestParamInfo<PyenvVersion>& info) {
-                           std::string name = "Python" + info.param.minor;
-                           name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
-                           return name;
-                         });
+                         pyenv_test_name);
 
 // Hand-made memory for the string reader: every kind, and garbage.
 class FakeMemory {
@@ -213,8 +218,8 @@ class FakeMemory {
 };
 
 // A compact str of `kind` at `address` in the 3.12 layout, holding `units`.
-void put_str(FakeMemory& memory, const PythonVersionOffsets& o, uint64_t address, unsigned kind, bool ascii,
-             const std::vector<uint32_t>& units, int64_t claimed_length = -1) {
+void put_str(FakeMemory& memory, const PythonVersionOffsets& o, uint64_t address, unsigned kind,
+             bool ascii, const std::vector<uint32_t>& units, int64_t claimed_length = -1) {
   uint32_t state = kind << o.reader.unicode_kind_bit | 1u << o.reader.unicode_compact_bit |
                    (ascii ? 1u : 0u) << o.reader.unicode_ascii_bit;
   int64_t length = claimed_length >= 0 ? claimed_length : static_cast<int64_t>(units.size());
@@ -232,14 +237,16 @@ TEST(PythonStringReader, DecodesEveryKindAndRejectsGarbage) {
   put_str(memory, *o, 0x2000, 1, false, {'g', 'r', 0xf6, 0xdf, 'e'});
   put_str(memory, *o, 0x3000, 2, false, {0x3c0, '_', 'a'});
   put_str(memory, *o, 0x4000, 4, false, {0x2000b, 'x'});
-  put_str(memory, *o, 0x5000, 1, true, {'a', 0xe9});               // non-ASCII in an ASCII str
-  put_str(memory, *o, 0x6000, 3, false, {'a'});                    // no kind 3
-  put_str(memory, *o, 0x7000, 1, true, {'a'}, 1'000'000);          // absurd length
-  put_str(memory, *o, 0x8000, 4, false, {0x110000});               // beyond Unicode
-  put_str(memory, *o, 0x9000, 1, true, {'a', 'b'}, 50);            // data runs into unmapped memory
+  put_str(memory, *o, 0x5000, 1, true, {'a', 0xe9});       // non-ASCII in an ASCII str
+  put_str(memory, *o, 0x6000, 3, false, {'a'});            // no kind 3
+  put_str(memory, *o, 0x7000, 1, true, {'a'}, 1'000'000);  // absurd length
+  put_str(memory, *o, 0x8000, 4, false, {0x110000});       // beyond Unicode
+  put_str(memory, *o, 0x9000, 1, true, {'a', 'b'}, 50);    // data runs into unmapped memory
   ReadMemory read = memory.reader();
   EXPECT_EQ(read_python_string(read, *o, 0x1000).value(), "run");
-  EXPECT_EQ(read_python_string(read, *o, 0x2000).value(), "gr\xc3\xb6\xc3\x9f" "e");
+  EXPECT_EQ(read_python_string(read, *o, 0x2000).value(),
+            "gr\xc3\xb6\xc3\x9f"
+            "e");
   EXPECT_EQ(read_python_string(read, *o, 0x3000).value(), "\xcf\x80_a");
   EXPECT_EQ(read_python_string(read, *o, 0x4000).value(), "\xf0\xa0\x80\x8bx");
   for (uint64_t bad : {0x5000, 0x6000, 0x7000, 0x8000, 0x9000, 0xa000, 0x0}) {

@@ -1,11 +1,12 @@
 // 3.13's _Py_DebugOffsets, read from a live python3.13 process, against the
 // shipped YAML (itself checked against the headers by python_offsets_yaml_test).
+#include "python_debug_offsets.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <fstream>
 
-#include "python_debug_offsets.h"
 #include "python_elf.h"
 #include "python_offsets_table.h"
 #include "python_test_support.h"
@@ -18,9 +19,12 @@ std::optional<uint64_t> load_address(pid_t pid, const std::string& path) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   std::string line;
   while (std::getline(maps, line)) {
-    if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0) continue;
+    if (line.size() < path.size() ||
+        line.compare(line.size() - path.size(), path.size(), path) != 0)
+      continue;
     unsigned long long start = 0, end = 0, offset = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx %*s %llx", &start, &end, &offset) == 3 && offset == 0) return start;
+    if (std::sscanf(line.c_str(), "%llx-%llx %*s %llx", &start, &end, &offset) == 3 && offset == 0)
+      return start;
   }
   return std::nullopt;
 }
@@ -43,8 +47,10 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   ASSERT_GE(runtime->size, kPyDebugOffsets313Size);
 
   std::string error;
-  auto child = ChildProcess::start(
-      {version.python(), "-c", "import sys, time; print('READY'); sys.stdout.flush(); time.sleep(30)"}, error);
+  auto child =
+      ChildProcess::start({version.python(), "-c",
+                           "import sys, time; print('READY'); sys.stdout.flush(); time.sleep(30)"},
+                          error);
   ASSERT_TRUE(child) << error;
   ASSERT_EQ(child->read_line(), "READY");
   // The maps name the file the loader opened: the .so.1.0 behind the symlink.
@@ -62,6 +68,8 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   PythonOffsetsTable table = PythonOffsetsTable::load_file(OMNIPROF_PYTHON_YAML);
   const PythonVersionOffsets* yaml = table.find(3, 13);
   ASSERT_NE(yaml, nullptr);
+  // The parser's layout is the size the 3.13 header gives the struct.
+  EXPECT_EQ(yaml->reader.debug_offsets_size, static_cast<int64_t>(kPyDebugOffsets313Size));
   PythonVersionOffsets from_process = *yaml;
   // Start from nothing known, so every field the debug offsets cover is set
   // by apply_py_debug_offsets and compared.
@@ -74,7 +82,8 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   for (std::string_view key : python_offset_keys()) {
     int64_t live = python_offset_value(from_process, key);
     if (live == -1 && python_offset_value(*yaml, key) != -1) continue;  // not in _Py_DebugOffsets
-    EXPECT_EQ(live, python_offset_value(*yaml, key)) << "3.13 key " << key << ": the process says " << live;
+    EXPECT_EQ(live, python_offset_value(*yaml, key))
+        << "3.13 key " << key << ": the process says " << live;
     if (live != -1) ++covered;
   }
   EXPECT_GE(covered, 20u);
@@ -86,8 +95,11 @@ TEST(PythonDebugOffsets, RejectsWhatItCannotRead) {
   std::vector<uint8_t> cookie = good;
   cookie[0] = 'y';
   EXPECT_NE(parse_py_debug_offsets(cookie).error().message.find("xdebugpy"), std::string::npos);
-  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030e00a0}})).error().message.find("3.13"), std::string::npos);
-  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030d00f0}, {1, 1}})).error().message.find("free-threaded"),
+  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030e00a0}})).error().message.find("3.13"),
+            std::string::npos);
+  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030d00f0}, {1, 1}}))
+                .error()
+                .message.find("free-threaded"),
             std::string::npos);
   // An offset that does not fit the BPF map's u16 (thread_state.next, word 20).
   EXPECT_FALSE(parse_py_debug_offsets(image_of({{0, 0x030d00f0}, {20, 0x10000}})));

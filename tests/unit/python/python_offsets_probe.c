@@ -187,5 +187,10 @@ int main(void) {
   KEY("runtime_ceval_gil_locked", NONE);
   KEY("runtime_ceval_gil_last_holder", NONE);
 #endif
+#if PY_VERSION_HEX >= 0x030D0000
+  KEY("debug_offsets_size", sizeof(_Py_DebugOffsets));
+#else
+  KEY("debug_offsets_size", NONE);
+#endif
   return 0;
 }

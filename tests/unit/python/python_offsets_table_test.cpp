@@ -1,10 +1,10 @@
+#include "python_offsets_table.h"
+
 #include <gtest/gtest.h>
-#include <omniprof/offsets.hpp>
 
 #include <fstream>
+#include <omniprof/offsets.hpp>
 #include <sstream>
-
-#include "python_offsets_table.h"
 
 namespace omniprof::python {
 namespace {
@@ -22,7 +22,9 @@ std::string one_entry(const std::string& version, const std::string& drop_key = 
   std::string text = "runtime: python\nversions:\n  - version: \"" + version + "\"\n    offsets:\n";
   for (std::string_view key : python_offset_keys()) {
     if (key == drop_key) continue;
-    std::string value = key == "version_hex" ? "0x030b0000" : (key == "frame_model" || key == "gil_model") ? "2" : "8";
+    std::string value = key == "version_hex"                           ? "0x030b0000"
+                        : (key == "frame_model" || key == "gil_model") ? "2"
+                                                                       : "8";
     text += "      " + std::string(key) + ": " + value + "\n";
   }
   return text + extra_line;
@@ -30,7 +32,8 @@ std::string one_entry(const std::string& version, const std::string& drop_key = 
 
 TEST(PythonOffsetsTable, LoadsEveryShippedVersion) {
   PythonOffsetsTable table = PythonOffsetsTable::parse(shipped_yaml(), "python.yaml");
-  for (auto [major, minor] : {std::pair{2, 7}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 11}, {3, 12}, {3, 13}}) {
+  for (auto [major, minor] :
+       {std::pair{2, 7}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 11}, {3, 12}, {3, 13}}) {
     const PythonVersionOffsets* offsets = table.find(major, minor);
     ASSERT_NE(offsets, nullptr) << major << "." << minor;
     EXPECT_EQ(offsets->bpf.version_hex, static_cast<uint32_t>(major << 24 | minor << 16));
@@ -54,7 +57,8 @@ void expect_error(const std::string& yaml, const std::vector<std::string>& parts
     (void)PythonOffsetsTable::parse(yaml, "test.yaml");
     ADD_FAILURE() << "no error for:\n" << yaml;
   } catch (const sdk::OffsetError& error) {
-    for (const std::string& part : parts) EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();
   }
 }
 
@@ -64,7 +68,8 @@ TEST(PythonOffsetsTable, MissingKeyNamesFileVersionAndKey) {
 }
 
 TEST(PythonOffsetsTable, RejectsUnknownKeysBadValuesAndPatchEntries) {
-  expect_error(one_entry("3.11", "", "      tstate_fram: 3\n"), {"test.yaml", "3.11", "tstate_fram", "unknown"});
+  expect_error(one_entry("3.11", "", "      tstate_fram: 3\n"),
+               {"test.yaml", "3.11", "tstate_fram", "unknown"});
   std::string big = one_entry("3.11", "frame_back", "      frame_back: 65535\n");
   expect_error(big, {"3.11", "frame_back", "65535"});
   expect_error(one_entry("3.11", "frame_model", "      frame_model: -1\n"), {"frame_model"});

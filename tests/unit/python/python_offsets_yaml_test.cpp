@@ -2,9 +2,9 @@
 // CPython it describes: python_offsets_probe.c, compiled against each pyenv
 // build's headers, prints offsetof()/sizeof() for every key.
 #include <gtest/gtest.h>
-#include <omniprof/offsets.hpp>
 
 #include <map>
+#include <omniprof/offsets.hpp>
 #include <set>
 #include <sstream>
 
@@ -21,9 +21,9 @@ std::map<std::string, int64_t> probe_offsets(const PyenvVersion& version) {
   std::string binary = ::testing::TempDir() + "python_offsets_probe_" + version.full;
   std::string include = version.include_dir();
   int status = 0;
-  std::string compile = std::string(OMNIPROF_C_COMPILER) + " -std=gnu99 -DPy_BUILD_CORE -I" + include + " -I" +
-                        include + "/internal -o " + binary + " " OMNIPROF_PYTHON_TEST_DIR
-                        "/python_offsets_probe.c 2>&1";
+  std::string compile = std::string(OMNIPROF_C_COMPILER) + " -std=gnu99 -DPy_BUILD_CORE -I" +
+                        include + " -I" + include + "/internal -o " + binary +
+                        " " OMNIPROF_PYTHON_TEST_DIR "/python_offsets_probe.c 2>&1";
   std::string output = run_command(compile, status);
   EXPECT_EQ(status, 0) << "compiling the probe for " << version.full << " failed:\n" << output;
   if (status != 0) return {};
@@ -49,7 +49,8 @@ TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
   ASSERT_TRUE(parsed_version);
   const sdk::Offsets* entry = raw.find(*parsed_version);
   ASSERT_NE(entry, nullptr) << "python.yaml has no entry for " << version.full;
-  ASSERT_EQ(entry->version(), version.minor) << "the entry for " << version.full << " is not per minor version";
+  ASSERT_EQ(entry->version(), version.minor)
+      << "the entry for " << version.full << " is not per minor version";
 
   std::map<std::string, int64_t> real = probe_offsets(version);
   ASSERT_FALSE(real.empty()) << "the probe printed nothing for " << version.full;
@@ -61,12 +62,14 @@ TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
       ADD_FAILURE() << version.minor << ": YAML key " << key << " is not checked by the probe";
       continue;
     }
-    EXPECT_EQ(yaml_value, it->second) << "python " << version.minor << ", key " << key << ": YAML says "
-                                      << yaml_value << ", " << version.full << "'s headers say " << it->second;
+    EXPECT_EQ(yaml_value, it->second)
+        << "python " << version.minor << ", key " << key << ": YAML says " << yaml_value << ", "
+        << version.full << "'s headers say " << it->second;
     ++checked;
   }
   for (const auto& [key, value] : real) {
-    EXPECT_TRUE(entry->find(key)) << version.minor << ": the probe's " << key << " is missing from the YAML";
+    EXPECT_TRUE(entry->find(key)) << version.minor << ": the probe's " << key
+                                  << " is missing from the YAML";
   }
   // Every key the loader requires, so the check cannot pass on a short file.
   EXPECT_EQ(checked, python_offset_keys().size()) << version.minor;
@@ -77,7 +80,8 @@ TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
   const PythonVersionOffsets* offsets = table.find(version.major(), version.minor_number());
   ASSERT_NE(offsets, nullptr);
   for (std::string_view key : python_offset_keys()) {
-    EXPECT_EQ(python_offset_value(*offsets, key), real[std::string(key)]) << version.minor << " " << key;
+    EXPECT_EQ(python_offset_value(*offsets, key), real[std::string(key)])
+        << version.minor << " " << key;
   }
 }
 
@@ -102,11 +106,7 @@ TEST(PythonOffsetsYaml, Python36StaticGilSymbols) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, PythonOffsetsYaml, ::testing::ValuesIn(pyenv_versions()),
-                         [](const ::testing::TestParamInfo<PyenvVersion>& info) {
-                           std::string name = "Python" + info.param.minor;
-                           name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
-                           return name;
-                         });
+                         pyenv_test_name);
 
 }  // namespace
 }  // namespace omniprof::python::test

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,14 @@ std::string PyenvVersion::include_dir() const {
 int PyenvVersion::major() const { return std::atoi(minor.c_str()); }
 int PyenvVersion::minor_number() const { return std::atoi(minor.c_str() + minor.find('.') + 1); }
 
+void PrintTo(const PyenvVersion& version, std::ostream* out) { *out << "CPython " << version.full; }
+
+std::string pyenv_test_name(const ::testing::TestParamInfo<PyenvVersion>& info) {
+  std::string name = "Python" + info.param.minor;
+  name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
+  return name;
+}
+
 const std::vector<PyenvVersion>& pyenv_versions() {
   static const std::vector<PyenvVersion> versions = {
       {"2.7", "2.7.18"},  {"3.6", "3.6.15"},  {"3.7", "3.7.16"},
@@ -42,14 +51,17 @@ const std::vector<PyenvVersion>& pyenv_versions() {
 
 std::string missing_pyenv(const PyenvVersion& version) {
   struct stat st {};
-  if (stat(version.python().c_str(), &st) == 0 && stat(version.libpython().c_str(), &st) == 0) return "";
-  std::string reason = "pyenv CPython " + version.full + " is not installed (" + version.root() + ")";
+  if (stat(version.python().c_str(), &st) == 0 && stat(version.libpython().c_str(), &st) == 0)
+    return "";
+  std::string reason =
+      "pyenv CPython " + version.full + " is not installed (" + version.root() + ")";
   const char* ci = std::getenv("CI");
   if (ci && std::string(ci) == "true") ADD_FAILURE() << reason << ": required under CI=true";
   return reason;
 }
 
-std::optional<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv, std::string& error) {
+std::optional<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
+                                                std::string& error) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     error = std::string("pipe: ") + std::strerror(errno);

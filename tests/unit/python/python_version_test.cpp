@@ -1,9 +1,10 @@
+#include "python_version.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "python_test_support.h"
-#include "python_version.h"
 
 namespace omniprof::python::test {
 namespace {
@@ -51,15 +52,12 @@ TEST_P(PythonVersionOfElf, ExecutableLinkedToLibpythonIsAClearError) {
   // pyenv's bin/pythonX.Y only imports the C API from libpython.
   auto found = read_python_version(version.python());
   ASSERT_FALSE(found);
-  EXPECT_NE(found.error().message.find(version.python()), std::string::npos) << found.error().message;
+  EXPECT_NE(found.error().message.find(version.python()), std::string::npos)
+      << found.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, PythonVersionOfElf, ::testing::ValuesIn(pyenv_versions()),
-                         [](const ::testing::TestParamInfo<PyenvVersion>& info) {
-                           std::string name = "Python" + info.param.minor;
-                           name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
-                           return name;
-                         });
+                         pyenv_test_name);
 
 // Debian's python3.11: libpython linked into the executable, stripped (only
 // .dynsym). Present on Debian 12 machines; the CI image installs python3.
@@ -83,7 +81,8 @@ TEST(PythonVersion, NotPythonIsAClearError) {
   EXPECT_NE(not_elf.error().message.find("dump_code.py"), std::string::npos);
   auto no_python = read_python_version("/bin/true");
   ASSERT_FALSE(no_python);
-  EXPECT_NE(no_python.error().message.find("no Python C API symbols"), std::string::npos) << no_python.error().message;
+  EXPECT_NE(no_python.error().message.find("no Python C API symbols"), std::string::npos)
+      << no_python.error().message;
   EXPECT_FALSE(read_python_version("/nonexistent/python3.9"));
 }
 
