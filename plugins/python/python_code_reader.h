@@ -8,13 +8,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <omniprof/result.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "python_line_table.h"
 #include "python_offsets_table.h"
-#include "python_result.h"
 
 namespace omniprof::python {
 
@@ -45,13 +45,12 @@ struct PythonFrameName {
 
 // A Python str object's text as UTF-8: a compact PyUnicode (3.x: ASCII or
 // UCS1/2/4) or, on 2.7, a PyStringObject (bytes, returned as they are).
-PyResult<std::string> read_python_string(const ReadMemory& read,
-                                         const PythonVersionOffsets& offsets, uint64_t address);
+Result<std::string> read_python_string(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                       uint64_t address);
 
 // The code object at `code_address`: names, file, first line and line table.
-PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
-                                          const PythonVersionOffsets& offsets,
-                                          uint64_t code_address);
+Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                        uint64_t code_address);
 
 // The frame's name from a decoded code object and the instruction offset.
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset);
@@ -63,9 +62,9 @@ class PythonCodeCache {
  public:
   explicit PythonCodeCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
 
-  PyResult<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
-                                       const PythonVersionOffsets& offsets, uint64_t code_address,
-                                       uint32_t instruction_offset);
+  Result<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
+                                     const PythonVersionOffsets& offsets, uint64_t code_address,
+                                     uint32_t instruction_offset);
   void drop_pid(uint32_t pid);
 
   std::size_t size() const;
