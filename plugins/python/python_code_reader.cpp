@@ -169,12 +169,31 @@ Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVers
     return make_error("line table of code object " + hex(code_address) + ": " +
                       table.error().message);
   info.line_table = std::move(table.value());
+  if (o.co_code >= 0 && info.format != LineTableFormat::kLocations311) {
+    auto code_pointer = pointer_at(o.co_code, "co_code");
+    if (!code_pointer) return code_pointer.error();
+    int64_t code_size = 0;
+    if (*code_pointer == 0 || !read_value(read, *code_pointer + size_offset, code_size)) {
+      return read_failed("co_code size", code_address);
+    }
+    if (code_size <= 0 || static_cast<uint64_t>(code_size) > kMaxLineTableBytes * 64) {
+      return make_error("code object " + hex(code_address) + " claims " +
+                        std::to_string(code_size) + " bytes of co_code");
+    }
+    info.code_bytes = static_cast<uint64_t>(code_size);
+  }
   return info;
 }
 
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset) {
-  std::optional<int> line =
-      line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
+  // 3.10 counts code units, older versions bytes.
+  uint64_t offset_bytes = code.format == LineTableFormat::kLinetable310
+                              ? uint64_t{instruction_offset} * 2
+                              : uint64_t{instruction_offset};
+  std::optional<int> line;
+  if (code.code_bytes == 0 || offset_bytes < code.code_bytes) {
+    line = line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
+  }
   return PythonFrameName{code.function, code.file, line.value_or(code.first_line)};
 }
 

@@ -35,6 +35,10 @@ struct PythonCodeInfo {
   int first_line = 0;    // co_firstlineno
   LineTableFormat format = LineTableFormat::kLocations311;
   std::vector<uint8_t> line_table;  // co_lnotab (up to 3.9) / co_linetable (3.10+)
+  // Bytes of co_code (up to 3.10): co_lnotab gives every offset past the last
+  // entry the last line, so offsets past the code are told apart here. 0: not
+  // read (3.11+, whose table ends with the code).
+  uint64_t code_bytes = 0;
 };
 
 struct PythonFrameName {

@@ -152,6 +152,17 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named->line, code.first_line);
     EXPECT_EQ(named->function, info->function);
+    if (version.minor_number() <= 10 || version.major() == 2) {
+      // Past the end of co_code (whose size the dump gives: one offset per
+      // byte, or per code unit on 3.10): the first line again.
+      ASSERT_GT(info->code_bytes, 0u);
+      uint32_t units = version.minor_number() == 10 && version.major() == 3 ? 2 : 1;
+      EXPECT_EQ(info->code_bytes, code.lines.size() * units) << code.name;
+      auto past = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets,
+                                   code.address, static_cast<uint32_t>(info->code_bytes / units));
+      ASSERT_TRUE(past);
+      EXPECT_EQ(past->line, code.first_line);
+    }
   }
   if (version.minor_number() >= 11) EXPECT_TRUE(saw_qualname);
   std::size_t cached = cache.size();
