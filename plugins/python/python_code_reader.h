@@ -8,7 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <omniprof/result.hpp>
+#include "omniprof/support/result.h"
 #include <string>
 #include <utility>
 #include <vector>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <omniprof/result.hpp>
+#include "omniprof/support/result.h"
 #include <span>
 
 #include "python_offsets_table.h"

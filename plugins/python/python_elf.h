@@ -5,7 +5,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <omniprof/result.hpp>
+#include "omniprof/support/result.h"
 #include <optional>
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // its ELF file (stripped or not).
 #pragma once
 
-#include <omniprof/result.hpp>
+#include "omniprof/support/result.h"
 #include <string>
 
 namespace omniprof::python {
