@@ -29,15 +29,6 @@ constexpr const char* kEvalLoop = "_PyEval_EvalFrameDefault";
     }                                                                                     \
   } while (0)
 
-std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {
-  std::vector<PprofTrace> out;
-  for (const auto& t : traces) {
-    auto it = t.labels.find("pid");
-    if (it != t.labels.end() && it->second == std::to_string(pid)) out.push_back(t);
-  }
-  return out;
-}
-
 std::string describe(const PprofTrace& trace) {
   std::string text;
   for (const auto& f : trace.frames) text += (text.empty() ? "" : " <- ") + f;

@@ -22,18 +22,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", dlerror());
     return 1;
   }
-  void (*initialize)(void) = (void (*)(void))dlsym(python, "Py_Initialize");
-  int (*run)(const char *) = (int (*)(const char *))dlsym(python, "PyRun_SimpleString");
-  void (*finalize)(void) = (void (*)(void))dlsym(python, "Py_Finalize");
-  if (!initialize || !run || !finalize) {
+  struct embedded_python embedded = {
+      (void (*)(void))dlsym(python, "Py_Initialize"),
+      (int (*)(const char *))dlsym(python, "PyRun_SimpleString"),
+      (void (*)(void))dlsym(python, "Py_Finalize"),
+  };
+  if (!embedded.initialize || !embedded.run_simple_string || !embedded.finalize) {
     fprintf(stderr, "%s: no Py_Initialize/PyRun_SimpleString/Py_Finalize\n", LIBPYTHON_PATH);
     return 1;
   }
-  char script[1024];
-  embed_script(script, sizeof script, seconds);
-  embed_set_home();
-  initialize();
-  int failed = run(script);
-  finalize();
-  return failed ? 1 : 0;
+  return embed_run(embedded, seconds);
 }

@@ -6,13 +6,10 @@
 
 #include "embed_python.h"
 
+static void initialize(void) { Py_Initialize(); }
+static int run(const char *script) { return PyRun_SimpleString(script); }
+
 int main(int argc, char **argv) {
-  double seconds = argc > 1 ? atof(argv[1]) : 10;
-  char script[1024];
-  embed_script(script, sizeof script, seconds);
-  embed_set_home();
-  Py_Initialize();
-  int failed = PyRun_SimpleString(script);
-  Py_Finalize();
-  return failed ? 1 : 0;
+  struct embedded_python python = {initialize, run, Py_Finalize};
+  return embed_run(python, argc > 1 ? atof(argv[1]) : 10);
 }

@@ -1,20 +1,25 @@
 /* What the embedded-Python workloads (embed_linked.c, embed_dlopen.c) share:
- * the script they run and how they start the interpreter. The script burns
- * CPU in embedded_hot, called by embedded_caller, for `seconds`; the profiler
- * must show both under the C program's own main. */
+ * the script they run and how they run it. The script burns CPU in
+ * embedded_hot, called by embedded_caller, for `seconds`; the profiler must
+ * show both under the C program's own main. */
 #ifndef OMNIPROF_EMBED_PYTHON_H
 #define OMNIPROF_EMBED_PYTHON_H
 
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The pyenv build the workloads embed (PYTHON_HOME, from CMake): its
- * libpython finds its standard library there, not next to this program. */
-static inline void embed_set_home(void) { setenv("PYTHONHOME", PYTHON_HOME, 1); }
+/* Py_Initialize, PyRun_SimpleString and Py_Finalize: linked, or found with
+ * dlsym in a dlopen()ed libpython. */
+struct embedded_python {
+  void (*initialize)(void);
+  int (*run_simple_string)(const char *);
+  void (*finalize)(void);
+};
 
-/* The script, for `seconds` seconds, into `buffer`. */
-static inline void embed_script(char *buffer, size_t size, double seconds) {
-  snprintf(buffer, size,
+/* Runs the script for `seconds` seconds; 0 when it ran without an exception. */
+static inline int embed_run(struct embedded_python python, double seconds) {
+  char script[1024];
+  snprintf(script, sizeof script,
            "import time\n"
            "def embedded_hot(n):\n"
            "    x = 0\n"
@@ -27,6 +32,13 @@ static inline void embed_script(char *buffer, size_t size, double seconds) {
            "        embedded_hot(200000)\n"
            "embedded_caller(%f)\n",
            seconds);
+  /* The pyenv build embedded (PYTHON_HOME, from CMake): its libpython finds
+   * its standard library there, not next to this program. */
+  setenv("PYTHONHOME", PYTHON_HOME, 1);
+  python.initialize();
+  int failed = python.run_simple_string(script);
+  python.finalize();
+  return failed ? 1 : 0;
 }
 
 #endif
