@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "omniprof/offsets.hpp"
+#include "omniprof/support/elf_file.h"
 #include "pyperf.h"
 #include "python.skel.h"
 #include "python_code_reader.h"
 #include "python_debug_offsets.h"
-#include "python_elf.h"
 #include "python_offsets.h"
 #include "python_offsets_table.h"
 #include "python_version.h"
@@ -123,38 +123,56 @@ bool python_named(const std::string& name) {
   return std::regex_match(base, pattern);
 }
 
+// The symbols file_info looks for, by name: one pass over the file's symbol
+// tables rather than one per name.
+const char* const kWantedSymbols[] = {
+    "_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold", "PyEval_EvalFrameEx", "PyEval_EvalFrameEx.cold",
+    "_PyRuntime", "interp_head", "_PyThreadState_Current", "gil_locked", "gil_last_holder",
+};
+
+// Fills `info` from the ELF file at `path` (named `name` in the process);
+// returns why it is not a usable CPython, empty when it is.
+std::string read_python_file(const std::string& path, const std::string& name, PythonFile& info) {
+  auto elf = omniprof::ElfFile::open(path);
+  if (!elf) return elf.error().message;
+  std::map<std::string, omniprof::ElfSymbol, std::less<>> found;
+  auto visited = elf->for_each_symbol(omniprof::SymbolKinds::kFunctionsAndObjects, [&](const omniprof::ElfSymbol& s) {
+    for (const char* wanted : kWantedSymbols) {
+      if (s.name == wanted) found.try_emplace(s.name, s);  // the first (.symtab or .dynsym) wins
+    }
+    return true;
+  });
+  if (!visited) return visited.error().message;
+  auto symbol = [&](const std::string& wanted) -> const omniprof::ElfSymbol* {
+    auto it = found.find(wanted);
+    return it == found.end() ? nullptr : &it->second;
+  };
+  // 2.7 has only PyEval_EvalFrameEx, the loop itself; in 3.x it just calls
+  // _PyEval_EvalFrameDefault: marking both would give one Python frame two marks.
+  const std::string loop = symbol("_PyEval_EvalFrameDefault") ? "_PyEval_EvalFrameDefault" : "PyEval_EvalFrameEx";
+  const omniprof::ElfSymbol* eval = symbol(loop);
+  if (!eval) return name + ": no CPython evaluation loop symbol";
+  auto version = py::read_python_version(*elf);
+  if (!version) return version.error().message;
+  info.is_python = true;
+  info.version = *version;
+  info.eval_ranges.push_back({eval->value, eval->value + std::max<uint64_t>(eval->size, 1)});
+  // GCC moves the loop's unlikely paths into a .cold part.
+  if (const auto* cold = symbol(loop + ".cold")) {
+    info.eval_ranges.push_back({cold->value, cold->value + std::max<uint64_t>(cold->size, 1)});
+  }
+  if (const auto* s = symbol("_PyRuntime")) info.runtime = s->value;
+  if (const auto* s = symbol("interp_head")) info.interp_head = s->value;
+  if (const auto* s = symbol("_PyThreadState_Current")) info.current_tstate = s->value;
+  if (const auto* s = symbol("gil_locked")) info.gil_locked = s->value;
+  if (const auto* s = symbol("gil_last_holder")) info.gil_last_holder = s->value;
+  return "";
+}
+
 const PythonFile& PythonPlugin::file_info(uint64_t file_id, const std::string& path, const std::string& name) {
   if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
   PythonFile info;
-  auto elf = py::PythonElfFile::open(path);
-  if (!elf) {
-    info.why_not = elf.error().message;
-  } else {
-    auto eval = (*elf)->find_symbol("_PyEval_EvalFrameDefault");
-    if (!eval) eval = (*elf)->find_symbol("PyEval_EvalFrameEx");  // 2.7: the loop itself
-    if (!eval) {
-      info.why_not = name + ": no CPython evaluation loop symbol";
-    } else if (auto version = py::read_python_version(path); !version) {
-      info.why_not = version.error().message;
-    } else {
-      info.is_python = true;
-      info.version = *version;
-      std::string loop = (*elf)->find_symbol("_PyEval_EvalFrameDefault") ? "_PyEval_EvalFrameDefault"
-                                                                           : "PyEval_EvalFrameEx";
-      // In 3.x PyEval_EvalFrameEx only calls _PyEval_EvalFrameDefault: marking
-      // both would give one Python frame two marks.
-      info.eval_ranges.push_back({eval->value, eval->value + std::max<uint64_t>(eval->size, 1)});
-      // GCC moves the loop's unlikely paths into a .cold part.
-      if (auto cold = (*elf)->find_symbol(loop + ".cold")) {
-        info.eval_ranges.push_back({cold->value, cold->value + std::max<uint64_t>(cold->size, 1)});
-      }
-      if (auto s = (*elf)->find_symbol("_PyRuntime")) info.runtime = s->value;
-      if (auto s = (*elf)->find_symbol("interp_head")) info.interp_head = s->value;
-      if (auto s = (*elf)->find_symbol("_PyThreadState_Current")) info.current_tstate = s->value;
-      if (auto s = (*elf)->find_symbol("gil_locked")) info.gil_locked = s->value;
-      if (auto s = (*elf)->find_symbol("gil_last_holder")) info.gil_last_holder = s->value;
-    }
-  }
+  info.why_not = read_python_file(path, name, info);
   if (file_id == 0) {
     static PythonFile scratch;
     scratch = std::move(info);

@@ -6,9 +6,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
-
-#include "python_elf.h"
 
 namespace omniprof::python {
 namespace {
@@ -60,6 +59,17 @@ std::map<std::tuple<int, int, int>, int> version_strings(const std::vector<uint8
   return found;
 }
 
+// Whether a defined symbol's name starts with `prefix`.
+Result<bool> has_symbol_with_prefix(const ElfFile& elf, std::string_view prefix) {
+  bool found = false;
+  auto visited = elf.for_each_symbol(SymbolKinds::kFunctionsAndObjects, [&](const ElfSymbol& symbol) {
+    found = symbol.name.starts_with(prefix);
+    return !found;
+  });
+  if (!visited) return visited.error();
+  return found;
+}
+
 }  // namespace
 
 std::string PythonVersion::to_string() const {
@@ -67,17 +77,22 @@ std::string PythonVersion::to_string() const {
 }
 
 Result<PythonVersion> read_python_version(const std::string& path) {
-  auto opened = PythonElfFile::open(path);
+  auto opened = ElfFile::open(path);
   if (!opened) return opened.error();
-  const PythonElfFile& elf = *opened.value();
+  return read_python_version(*opened);
+}
 
-  if (auto symbol = elf.find_symbol("Py_Version")) {
+Result<PythonVersion> read_python_version(const ElfFile& elf) {
+  const std::string& path = elf.path();
+  auto py_version = elf.find_symbol("Py_Version");
+  if (!py_version) return py_version.error();
+  if (const auto& symbol = *py_version) {
     if (symbol->size != 8) {
       return make_error(path + ": Py_Version is " + std::to_string(symbol->size) +
                         " bytes, expected an 8-byte unsigned long");
     }
-    auto bytes = elf.read_at(symbol->value, 8);
-    if (!bytes) return make_error(path + ": reading Py_Version: " + bytes.error().message);
+    auto bytes = elf.read_at_vaddr(symbol->value, 8);
+    if (!bytes) return make_error(bytes.error().message + " (reading Py_Version)");
     uint64_t hex = 0;
     std::memcpy(&hex, bytes->data(), 8);  // little-endian host and file (x86-64, aarch64)
     PythonVersion version{static_cast<int>((hex >> 24) & 0xff),
@@ -93,14 +108,19 @@ Result<PythonVersion> read_python_version(const std::string& path) {
 
   // Before 3.11: which major does the ABI say?
   std::optional<int> abi_major;
-  if (elf.has_symbol_with_prefix("PyString_FromString"))
+  auto python2 = has_symbol_with_prefix(elf, "PyString_FromString");
+  if (!python2) return python2.error();
+  if (*python2) {
     abi_major = 2;
-  else if (elf.has_symbol_with_prefix("PyUnicode_FromString"))
-    abi_major = 3;
+  } else {
+    auto python3 = has_symbol_with_prefix(elf, "PyUnicode_FromString");
+    if (!python3) return python3.error();
+    if (*python3) abi_major = 3;
+  }
   if (!abi_major) return make_error(path + ": no Python C API symbols (PyString_* / PyUnicode_*)");
 
-  auto rodata = elf.section(".rodata");
-  if (!rodata) return make_error(path + ": no .rodata section to find PY_VERSION in");
+  auto rodata = elf.section_bytes(".rodata");
+  if (!rodata) return make_error(rodata.error().message + " (looking for PY_VERSION)");
   auto candidates = version_strings(*rodata);
   std::optional<std::pair<int, int>> wanted = version_from_file_name(path);
   std::set<std::tuple<int, int, int>> matches;

@@ -2,8 +2,10 @@
 // its ELF file (stripped or not).
 #pragma once
 
-#include "omniprof/support/result.h"
 #include <string>
+
+#include "omniprof/support/elf_file.h"
+#include "omniprof/support/result.h"
 
 namespace omniprof::python {
 
@@ -27,5 +29,7 @@ struct PythonVersion {
 // Errors name the file and why (no Python symbols, no version string,
 // ambiguous strings).
 Result<PythonVersion> read_python_version(const std::string& path);
+// The same, on a file already open (the plugin reads its symbols too).
+Result<PythonVersion> read_python_version(const ElfFile& elf);
 
 }  // namespace omniprof::python

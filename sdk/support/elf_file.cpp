@@ -7,6 +7,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -331,7 +332,7 @@ std::optional<DebugLink> ElfFile::debuglink() const {
   return std::nullopt;
 }
 
-Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
+Result<void> ElfFile::for_each_symbol(SymbolKinds kinds, const std::function<bool(const ElfSymbol&)>& visit) const {
   size_t shnum = 0;
   size_t shstrndx = 0;
   if (elf_getshdrnum(elf_, &shnum) != 0 || elf_getshdrstrndx(elf_, &shstrndx) != 0) {
@@ -348,7 +349,6 @@ Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
   }
 
   const size_t symbol_entry_size = gelf_fsize(elf_, ELF_T_SYM, 1, EV_CURRENT);
-  std::vector<ElfSymbol> result;
   scn = nullptr;
   while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
     GElf_Shdr shdr;
@@ -373,7 +373,6 @@ Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
     Elf_Data* data = *contents;
 
     const size_t count = data->d_size / symbol_entry_size;
-    result.reserve(result.size() + count);  // an upper bound: no doubling past it
     for (size_t i = 1; i < count; ++i) {  // entry 0 is the reserved null symbol
       GElf_Sym sym;
       if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
@@ -394,10 +393,31 @@ Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
       symbol.binding = static_cast<uint8_t>(GELF_ST_BIND(sym.st_info));
       symbol.type = static_cast<uint8_t>(type);
       if (sym.st_shndx < section_ends.size()) symbol.section_end = section_ends[sym.st_shndx];
-      result.push_back(std::move(symbol));
+      if (!visit(symbol)) return ok();
     }
   }
+  return ok();
+}
+
+Result<std::vector<ElfSymbol>> ElfFile::symbols(SymbolKinds kinds) const {
+  std::vector<ElfSymbol> result;
+  auto visited = for_each_symbol(kinds, [&](const ElfSymbol& symbol) {
+    result.push_back(symbol);
+    return true;
+  });
+  if (!visited) return visited.error();
   return result;
+}
+
+Result<std::optional<ElfSymbol>> ElfFile::find_symbol(std::string_view name) const {
+  std::optional<ElfSymbol> found;
+  auto visited = for_each_symbol(SymbolKinds::kFunctionsAndObjects, [&](const ElfSymbol& symbol) {
+    if (symbol.name != name) return true;
+    found = symbol;
+    return false;
+  });
+  if (!visited) return visited.error();
+  return found;
 }
 
 bool ElfFile::has_symtab() const {
@@ -416,6 +436,42 @@ std::optional<uint64_t> ElfFile::file_offset_to_vaddr(uint64_t file_offset) cons
     }
   }
   return std::nullopt;
+}
+
+Result<std::vector<uint8_t>> ElfFile::read_at_vaddr(uint64_t vaddr, size_t size) const {
+  for (const LoadSegment& segment : load_segments_) {
+    if (vaddr < segment.vaddr || vaddr - segment.vaddr >= segment.filesz) continue;
+    const uint64_t into = vaddr - segment.vaddr;
+    if (size > segment.filesz - into) break;  // runs past the file-backed part
+    std::vector<uint8_t> bytes(size);
+    const uint64_t offset = segment.offset + into;
+    const ssize_t got = ::pread(fd_.get(), bytes.data(), size, static_cast<off_t>(offset));
+    if (got < 0) return make_error(fmt::format("{}: reading file offset {:#x}: {}", path_, offset, std::strerror(errno)));
+    if (static_cast<size_t>(got) != size) {
+      return make_error(fmt::format("{}: short read at file offset {:#x} ({} of {} bytes): the file shrank?", path_,
+                                    offset, got, size));
+    }
+    return bytes;
+  }
+  return make_error(fmt::format("{}: address {:#x} (+{} bytes) is not in the file-backed part of a PT_LOAD segment",
+                                path_, vaddr, size));
+}
+
+Result<std::vector<uint8_t>> ElfFile::section_bytes(std::string_view name) const {
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
+    return make_error(fmt::format("{}: cannot read the section name table index: {}", path_, libelf_error()));
+  }
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || section_name(elf_, shstrndx, shdr) != name) continue;
+    auto contents = section_contents(elf_, scn, path_);
+    if (!contents) return contents.error();
+    const auto* begin = static_cast<const uint8_t*>((*contents)->d_buf);
+    return std::vector<uint8_t>(begin, begin + (*contents)->d_size);
+  }
+  return make_error(fmt::format("{}: no section named {}", path_, name));
 }
 
 Result<void> check_inflated_size(const std::string& path, const std::string& section, uint64_t declared,

@@ -97,6 +97,15 @@ int BackgroundProcess::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {
+  std::vector<PprofTrace> out;
+  for (const auto& t : traces) {
+    auto it = t.labels.find("pid");
+    if (it != t.labels.end() && it->second == std::to_string(pid)) out.push_back(t);
+  }
+  return out;
+}
+
 std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error) {
   std::string home = temp_dir("gohome");
   setenv("HOME", home.c_str(), 0);

@@ -67,6 +67,9 @@ struct PprofTrace {
 // Reads a profile with `go tool pprof -traces -sample_index=samples`.
 std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error);
 
+// The traces whose pid label is `pid`.
+std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid);
+
 // Samples whose leaf is chain.front(), and how many of them carry the whole
 // chain (leaf first, consecutive frames); one that does not, as an example.
 struct ChainCount {

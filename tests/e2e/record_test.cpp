@@ -18,15 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {
-  std::vector<PprofTrace> out;
-  for (const auto& t : traces) {
-    auto it = t.labels.find("pid");
-    if (it != t.labels.end() && it->second == std::to_string(pid)) out.push_back(t);
-  }
-  return out;
-}
-
 CommandResult record(const std::vector<std::string>& extra) {
   std::vector<std::string> argv = {OMNIPROF_BINARY, "record"};
   argv.insert(argv.end(), extra.begin(), extra.end());

@@ -261,6 +261,80 @@ TEST(ElfFileTest, SymbolsMatchNm) {
   EXPECT_TRUE(found_counter);
 }
 
+// find_symbol answers what symbols() would, without collecting them all;
+// for_each_symbol stops when told to.
+TEST(ElfFileTest, FindsASymbolByNameAndStopsEarly) {
+  const std::string path = fixture("symbols_pie");
+  const auto nm = nm_symbols(path);
+  auto file = ElfFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  for (const auto& [raw_name, display_name] : known_executable_functions()) {
+    SCOPED_TRACE(raw_name);
+    auto symbol = file->find_symbol(raw_name);
+    ASSERT_TRUE(symbol.ok()) << symbol.error().message;
+    ASSERT_TRUE(symbol->has_value());
+    EXPECT_EQ((*symbol)->value, nm.at(raw_name).address);
+    EXPECT_EQ((*symbol)->size, nm.at(raw_name).size);
+  }
+  auto counter = file->find_symbol("omniprof_fixture_counter");  // data, not a function
+  ASSERT_TRUE(counter.ok() && counter->has_value());
+  EXPECT_EQ((*counter)->type, STT_OBJECT);
+  EXPECT_EQ((*counter)->value, nm.at("omniprof_fixture_counter").address);
+  auto missing = file->find_symbol("omniprof_no_such_symbol");
+  ASSERT_TRUE(missing.ok()) << missing.error().message;
+  EXPECT_FALSE(missing->has_value());
+
+  int visited = 0;
+  auto stopped = file->for_each_symbol(SymbolKinds::kFunctionsAndObjects, [&](const ElfSymbol&) {
+    ++visited;
+    return visited < 3;
+  });
+  ASSERT_TRUE(stopped.ok()) << stopped.error().message;
+  EXPECT_EQ(visited, 3);
+}
+
+}  // namespace
+}  // namespace omniprof
+
+// A constant this test binary carries in its own file: what read_at_vaddr
+// and section_bytes read from /proc/self/exe must be what the loader mapped.
+extern "C" __attribute__((used)) const char omniprof_elf_file_test_marker[] = "bytes at a link-time address";
+
+namespace omniprof {
+namespace {
+
+TEST(ElfFileTest, ReadsBytesAtAVirtualAddressAndASectionsContents) {
+  auto file = ElfFile::open("/proc/self/exe");
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto symbol = file->find_symbol("omniprof_elf_file_test_marker");
+  ASSERT_TRUE(symbol.ok() && symbol->has_value());
+  const ElfSymbol& marker = **symbol;
+  ASSERT_EQ(marker.size, sizeof(omniprof_elf_file_test_marker));
+  auto bytes = file->read_at_vaddr(marker.value, marker.size);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()),
+            std::string(omniprof_elf_file_test_marker, sizeof(omniprof_elf_file_test_marker)));
+
+  auto rodata = file->section_bytes(".rodata");
+  ASSERT_TRUE(rodata.ok()) << rodata.error().message;
+  const std::string text(rodata->begin(), rodata->end());
+  EXPECT_NE(text.find(omniprof_elf_file_test_marker), std::string::npos);
+
+  // Past every segment's file-backed bytes, or running off the end of one.
+  auto nowhere = file->read_at_vaddr(uint64_t{1} << 46, 8);
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_NE(nowhere.error().message.find("0x400000000000"), std::string::npos) << nowhere.error().message;
+  const LoadSegment& last = file->load_segments().back();
+  EXPECT_FALSE(file->read_at_vaddr(last.vaddr + last.filesz - 4, 8).ok());
+  // .bss has no bytes in the file; a missing section is named.
+  auto bss = file->section_bytes(".bss");
+  ASSERT_FALSE(bss.ok());
+  EXPECT_NE(bss.error().message.find("no bytes in the file"), std::string::npos) << bss.error().message;
+  auto none = file->section_bytes(".omniprof_none");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("no section named .omniprof_none"), std::string::npos) << none.error().message;
+}
+
 TEST(ElfFileTest, DebuglinkNamesDebugFileAndItsCrc) {
   auto stripped = ElfFile::open(fixture("symbols_pie_stripped"));
   ASSERT_TRUE(stripped.ok()) << stripped.error().message;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "python_elf.h"
+#include "omniprof/support/elf_file.h"
 #include "python_offsets_table.h"
 #include "python_test_support.h"
 
@@ -40,9 +40,11 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   const PyenvVersion& version = pyenv_versions().back();
   ASSERT_EQ(version.minor, "3.13");
   OMNIPROF_REQUIRE_PYENV(version);
-  auto elf = PythonElfFile::open(version.libpython());
+  auto elf = omniprof::ElfFile::open(version.libpython());
   ASSERT_TRUE(elf) << elf.error().message;
-  auto runtime = (*elf)->find_symbol("_PyRuntime");
+  auto found = elf->find_symbol("_PyRuntime");
+  ASSERT_TRUE(found) << found.error().message;
+  const std::optional<ElfSymbol>& runtime = *found;
   ASSERT_TRUE(runtime);
   ASSERT_GE(runtime->size, kPyDebugOffsets313Size);
 

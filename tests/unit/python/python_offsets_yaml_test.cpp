@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "python_elf.h"
+#include "omniprof/support/elf_file.h"
 #include "python_offsets_table.h"
 #include "python_test_support.h"
 
@@ -92,17 +92,19 @@ TEST(PythonOffsetsYaml, Python36StaticGilSymbols) {
   const PyenvVersion& version = pyenv_versions()[1];
   ASSERT_EQ(version.minor, "3.6");
   OMNIPROF_REQUIRE_PYENV(version);
-  auto elf = PythonElfFile::open(version.libpython());
+  auto elf = omniprof::ElfFile::open(version.libpython());
   ASSERT_TRUE(elf) << elf.error().message;
-  auto locked = (*elf)->find_symbol("gil_locked");
-  auto holder = (*elf)->find_symbol("gil_last_holder");
-  auto interp_head = (*elf)->find_symbol("interp_head");
-  auto current = (*elf)->find_symbol("_PyThreadState_Current");
-  ASSERT_TRUE(locked && holder && interp_head && current);
-  EXPECT_EQ(locked->size, 4u);  // _Py_atomic_int
-  EXPECT_EQ(holder->size, 8u);  // _Py_atomic_address
-  EXPECT_EQ(interp_head->size, 8u);
-  EXPECT_EQ(current->size, 8u);
+  std::map<std::string, uint64_t> sizes;
+  for (const char* name : {"gil_locked", "gil_last_holder", "interp_head", "_PyThreadState_Current"}) {
+    auto symbol = elf->find_symbol(name);
+    ASSERT_TRUE(symbol) << symbol.error().message;
+    ASSERT_TRUE(symbol->has_value()) << name << " not in " << version.libpython();
+    sizes[name] = (*symbol)->size;
+  }
+  EXPECT_EQ(sizes["gil_locked"], 4u);       // _Py_atomic_int
+  EXPECT_EQ(sizes["gil_last_holder"], 8u);  // _Py_atomic_address
+  EXPECT_EQ(sizes["interp_head"], 8u);
+  EXPECT_EQ(sizes["_PyThreadState_Current"], 8u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, PythonOffsetsYaml, ::testing::ValuesIn(pyenv_versions()),

@@ -5,9 +5,12 @@
 // profiler reads whatever happens to be mapped into processes on the machine.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "omniprof/support/result.h"
@@ -74,12 +77,26 @@ class ElfFile {
   // Defined symbols of .symtab and .dynsym (both, unfiltered for duplicates).
   // Function symbols need a nonzero address; undefined symbols are skipped.
   Result<std::vector<ElfSymbol>> symbols(SymbolKinds kinds = SymbolKinds::kFunctions) const;
+  // The same symbols, one at a time, without collecting them: `visit`
+  // returns false to stop early. An error when a symbol table is unreadable.
+  Result<void> for_each_symbol(SymbolKinds kinds, const std::function<bool(const ElfSymbol&)>& visit) const;
+  // The first defined symbol named `name` (functions, objects and TLS), in
+  // section order; nullopt when there is none.
+  Result<std::optional<ElfSymbol>> find_symbol(std::string_view name) const;
   // True when a non-empty SHT_SYMTAB section is present (i.e. not stripped).
   bool has_symtab() const;
 
   // Maps a file offset to a virtual address through the PT_LOAD whose file
   // range contains it.
   std::optional<uint64_t> file_offset_to_vaddr(uint64_t file_offset) const;
+
+  // `size` bytes at link-time virtual address `vaddr`, read from the file:
+  // they must lie in the file-backed part of one PT_LOAD segment (a
+  // variable's initial value, a constant), else an error naming the address.
+  Result<std::vector<uint8_t>> read_at_vaddr(uint64_t vaddr, size_t size) const;
+  // The contents of the section named `name` (decompressed when it is
+  // compressed); an error when there is no such section or it is SHT_NOBITS.
+  Result<std::vector<uint8_t>> section_bytes(std::string_view name) const;
 
  private:
   ElfFile(std::string path, UniqueFd fd, Elf* elf);

@@ -1,0 +1,235 @@
+// End-to-end: the python plugin finds CPython embedded in a C program, whether
+// the program links libpython (embed_linked) or dlopen()s it after omniprof
+// has described it (embed_dlopen: the host must notice the new mapping and
+// ask the plugins again), and says once, by version and pid, when it meets a
+// CPython it has no offsets for while the native frames still come through.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "e2e_support.h"
+
+namespace omniprof::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kEvalLoop = "_PyEval_EvalFrameDefault";
+
+#define OMNIPROF_REQUIRE_EMBED_WORKLOAD(name)                                             \
+  do {                                                                                    \
+    if (!fs::exists(workload(name))) {                                                    \
+      if (in_ci()) FAIL() << workload(name) << " not built (no pyenv CPython 3.12)";      \
+      GTEST_SKIP() << workload(name) << " not built (no pyenv CPython 3.12)";             \
+    }                                                                                     \
+  } while (0)
+
+std::string describe(const PprofTrace& trace) {
+  std::string text;
+  for (const auto& f : trace.frames) text += (text.empty() ? "" : " <- ") + f;
+  return text;
+}
+
+// Samples whose leaf is in the eval loop or below (the loop is on the stack),
+// and how many of them read embedded_hot, right below it embedded_caller,
+// and further down the C program's main.
+struct EmbeddedCount {
+  int64_t in_eval = 0;
+  int64_t whole = 0;
+  std::string counterexample;
+};
+
+EmbeddedCount count_embedded(const std::vector<PprofTrace>& traces) {
+  EmbeddedCount count;
+  for (const auto& t : traces) {
+    const auto& f = t.frames;
+    auto eval = std::find(f.begin(), f.end(), kEvalLoop);
+    if (eval == f.end()) continue;
+    count.in_eval += t.count;
+    auto hot = std::find(eval, f.end(), "embedded_hot");
+    bool whole = hot != f.end() && hot + 1 != f.end() && hot[1] == "embedded_caller" &&
+                 std::find(hot + 2, f.end(), "main") != f.end();
+    if (whole) {
+      count.whole += t.count;
+    } else if (count.counterexample.empty()) {
+      count.counterexample = describe(t);
+    }
+  }
+  return count;
+}
+
+// Runs `omniprof record` in the background with its output in `log`, and
+// returns once it says it samples (after its start-up, which takes seconds
+// in slow guests), or after 120 s.
+class BackgroundRecord {
+ public:
+  BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log)
+      : log_(log), process_(shell_argv(binary, args, log)) {}
+
+  bool wait_until_sampling() {
+    for (int i = 0; i < 1200; ++i) {
+      if (output().find(" sampling ") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  int wait() { return process_.wait(); }
+  std::string output() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  static std::vector<std::string> shell_argv(const std::string& binary, const std::vector<std::string>& args,
+                                             const std::string& log) {
+    // The arguments are paths and numbers chosen by the tests: quoting with
+    // single quotes is enough.
+    std::string command = "exec '" + binary + "' record";
+    for (const auto& a : args) command += " '" + a + "'";
+    command += " > '" + log + "' 2>&1";
+    return {"/bin/sh", "-c", command};
+  }
+
+  std::string log_;
+  BackgroundProcess process_;
+};
+
+CommandResult record(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {binary, "record"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+void expect_python_under_main(const std::string& profile, pid_t pid, const std::string& log) {
+  std::string error;
+  auto traces = traces_of_pid(read_traces_with_go(profile, &error), pid);
+  ASSERT_FALSE(traces.empty()) << error << "\n" << log;
+  auto [in_eval, whole, example] = count_embedded(traces);
+  // Slow guests give few samples; a handful is too few to judge.
+  ASSERT_GE(in_eval, 30) << "too few samples in the eval loop to judge\n" << log;
+  EXPECT_GE(whole * 100, in_eval * 90) << whole << " of " << in_eval
+                                       << " samples in the eval loop carry embedded_hot <- embedded_caller <- ... "
+                                          "main; one that does not: "
+                                       << example;
+}
+
+// libpython linked into the program: found at the first description.
+TEST(PythonEmbeddedTest, LinkedLibpythonGivesPythonFramesUnderTheProgramsMain) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  OMNIPROF_REQUIRE_EMBED_WORKLOAD("embed_linked");
+  BackgroundProcess embedded({workload("embed_linked"), "40"});
+  std::string out = temp_dir("embed-linked") + "/profile.pb.gz";
+  auto result = record(OMNIPROF_BINARY, {"-d", "6", "-F", "99", "-p", std::to_string(embedded.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  expect_python_under_main(out, embedded.pid(), result.out + result.err);
+}
+
+// libpython dlopen()ed 1.5 s after omniprof samples: the process was
+// described without it, so its Python frames appear only if the native
+// walk's request for unknown pcs makes the host re-read the mappings and
+// the plugin's detect_process run again.
+TEST(PythonEmbeddedTest, LibpythonDlopenedAfterDescriptionIsFoundOnRefresh) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  OMNIPROF_REQUIRE_EMBED_WORKLOAD("embed_dlopen");
+  std::string dir = temp_dir("embed-dlopen");
+  std::string go = dir + "/go";
+  BackgroundProcess embedded({workload("embed_dlopen"), "40", go, "1.5"});
+  std::string out = dir + "/profile.pb.gz";
+  BackgroundRecord recording(OMNIPROF_BINARY, {"-d", "8", "-F", "99", "-p", std::to_string(embedded.pid()), "-o", out},
+                             dir + "/record.log");
+  ASSERT_TRUE(recording.wait_until_sampling()) << recording.output();
+  std::ofstream(go) << "sampling\n";
+  ASSERT_EQ(recording.wait(), 0) << recording.output();
+  const std::string log = recording.output();
+  // Described once (no libpython yet), re-read at least once for the pcs of
+  // the library mapped since.
+  EXPECT_NE(log.find("host.processes_described"), std::string::npos) << log;
+  EXPECT_NE(log.find("host.maps_refreshes"), std::string::npos) << log;
+  expect_python_under_main(out, embedded.pid(), log);
+}
+
+// `src` with the entry of CPython `minor` ("3.12") left out of its versions.
+std::string yaml_without_version(const std::string& src, const std::string& minor) {
+  std::ifstream in(src);
+  std::string line, text;
+  bool skipping = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("  - version:", 0) == 0) skipping = line.find("\"" + minor + "\"") != std::string::npos;
+    if (!skipping) text += line + "\n";
+  }
+  return text;
+}
+
+// An installed-like tree (bin/omniprof, its plugins, their data) whose
+// python.yaml has no 3.12: the binary finds plugins and data next to itself.
+std::string tree_without_python_312(const std::string& dir) {
+  const fs::path build = OMNIPROF_BUILD_DIR;
+  const fs::path root = dir;
+  fs::create_directories(root / "bin");
+  fs::copy_file(OMNIPROF_BINARY, root / "bin/omniprof");
+  fs::create_directories(root / OMNIPROF_PLUGIN_SUBDIR);
+  fs::copy(build / OMNIPROF_PLUGIN_SUBDIR, root / OMNIPROF_PLUGIN_SUBDIR, fs::copy_options::recursive);
+  fs::create_directories(root / OMNIPROF_DATA_SUBDIR);
+  fs::copy(build / OMNIPROF_DATA_SUBDIR, root / OMNIPROF_DATA_SUBDIR, fs::copy_options::recursive);
+  const fs::path yaml = root / OMNIPROF_DATA_SUBDIR / "plugins/python/python.yaml";
+  std::string text = yaml_without_version(yaml.string(), "3.12");
+  std::ofstream(yaml, std::ios::trunc) << text;
+  return (root / "bin/omniprof").string();
+}
+
+TEST(PythonEmbeddedTest, UnsupportedVersionIsLoggedOnceAndNativeFramesRemain) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  OMNIPROF_REQUIRE_EMBED_WORKLOAD("embed_linked");
+  std::string dir = temp_dir("embed-unsupported");
+  const std::string binary = tree_without_python_312(dir + "/prefix");
+  {
+    std::ifstream in(dir + "/prefix/" OMNIPROF_DATA_SUBDIR "/plugins/python/python.yaml");
+    std::stringstream yaml;
+    yaml << in.rdbuf();
+    ASSERT_EQ(yaml.str().find("version: \"3.12\""), std::string::npos);
+    ASSERT_NE(yaml.str().find("version: \"3.11\""), std::string::npos);
+  }
+  BackgroundProcess embedded({workload("embed_linked"), "40"});
+  std::string out = dir + "/profile.pb.gz";
+  auto result = record(binary, {"-d", "6", "-F", "99", "-p", std::to_string(embedded.pid()), "-o", out});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string log = result.out + result.err;
+  EXPECT_NE(log.find("plugin python"), std::string::npos) << "the python plugin did not load:\n" << log;
+
+  std::vector<std::string> unsupported;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("not supported") != std::string::npos) unsupported.push_back(line);
+  }
+  ASSERT_EQ(unsupported.size(), 1u) << log;
+  EXPECT_NE(unsupported[0].find("CPython 3.12."), std::string::npos) << unsupported[0];
+  EXPECT_NE(unsupported[0].find("pid " + std::to_string(embedded.pid()) + " "), std::string::npos) << unsupported[0];
+
+  std::string error;
+  auto traces = traces_of_pid(read_traces_with_go(out, &error), embedded.pid());
+  ASSERT_FALSE(traces.empty()) << error << "\n" << log;
+  int64_t in_eval = 0, under_main = 0, python_frames = 0;
+  for (const auto& t : traces) {
+    auto eval = std::find(t.frames.begin(), t.frames.end(), kEvalLoop);
+    if (eval == t.frames.end()) continue;
+    in_eval += t.count;
+    if (std::find(eval, t.frames.end(), "main") != t.frames.end()) under_main += t.count;
+    if (std::find(t.frames.begin(), t.frames.end(), "embedded_hot") != t.frames.end()) python_frames += t.count;
+  }
+  ASSERT_GE(in_eval, 30) << "too few samples in the eval loop to judge\n" << log;
+  EXPECT_GE(under_main * 100, in_eval * 90) << under_main << " of " << in_eval << " eval-loop samples reach main";
+  EXPECT_EQ(python_frames, 0) << "Python frames without offsets for 3.12?";
+}
+
+}  // namespace
+}  // namespace omniprof::e2e
