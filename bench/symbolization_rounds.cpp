@@ -37,7 +37,7 @@
 #include "executables/open_executables.h"
 #include "process/proc_maps.h"
 #include "process/process_tracker.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include "executables/executable_info_manager.h"
 #include "plugins/plugin_host.h"
 #include "process/process_tracker.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/kernel_symbols.h"
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "bpf/bpf_maps.h"
-#include "common/result.h"
+#include "omniprof/support/result.h"
 
 namespace omniprof {
 

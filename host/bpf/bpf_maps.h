@@ -14,8 +14,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/result.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/result.h"
+#include "omniprof/support/unique_fd.h"
 #include "omniprof/bpf/abi.h"
 #include "omniprof/plugin.h"
 

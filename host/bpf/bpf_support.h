@@ -2,7 +2,7 @@
 // says in one line what is missing and what to do.
 #pragma once
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 
 namespace omniprof {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/result.h"
+#include "omniprof/support/unique_fd.h"
 
 struct bpf_program;
 struct bpf_link;

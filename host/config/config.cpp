@@ -16,7 +16,7 @@
 #include <omniprof/yaml_support.hpp>
 
 #include "common/file_io.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "omniprof/bpf/abi.h"
 
 namespace omniprof {

@@ -19,7 +19,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "omniprof/plugin.h"
 
 namespace omniprof {

@@ -10,8 +10,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/regular_file.h"
-#include "common/result.h"
+#include "omniprof/support/regular_file.h"
+#include "omniprof/support/result.h"
 
 namespace omniprof {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/regular_file.h"
-#include "common/result.h"
+#include "omniprof/support/regular_file.h"
+#include "omniprof/support/result.h"
 #include "executables/file_id.h"
 
 namespace omniprof {

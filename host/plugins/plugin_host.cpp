@@ -4,7 +4,6 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
@@ -19,6 +18,7 @@
 #include "bpf/bpf_support.h"
 #include "log/logger.h"
 #include "omniprof/bpf/abi.h"
+#include "omniprof/support/process_memory.h"
 #include "symbolize/elf_symbolizer.h"
 
 #include <bpf/bpf.h>
@@ -65,10 +65,9 @@ int api_map_fd(void* host, const char* name) {
 
 int64_t api_read_process_memory(void* /*host*/, int32_t pid, uint64_t address, void* buffer,
                                 uint64_t len) {
-  iovec local{buffer, len};
-  iovec remote{reinterpret_cast<void*>(address), len};
-  ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-  return n < 0 ? -errno : n;
+  // One per call: the C API keeps no state per pid (hooks of different
+  // plugins may call it at once), so a fallback opens /proc/PID/mem each time.
+  return ProcessMemory(pid).read_or_errno(address, buffer, len);
 }
 
 omniprof_status api_elf_symbol(void* host, const char* path, const char* symbol, uint64_t* value,

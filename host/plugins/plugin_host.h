@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "omniprof/bpf/abi.h"
+#include "omniprof/support/result.h"
 #include "omniprof/plugin.h"
 
 struct bpf_object;

@@ -14,9 +14,9 @@
 #include <functional>
 
 #include "bpf/bpf_maps.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 #include "executables/executable_info_manager.h"
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 #include "executables/open_executables.h"
 #include "process/mapped_file.h"
 #include "symbolize/elf_symbolizer.h"
@@ -304,16 +304,13 @@ void ProcessTracker::wait_and_claim(std::unique_lock<std::mutex>& lock, int32_t 
 }
 
 void ProcessTracker::release_claim(int32_t pid) {
-  bool exited = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     claimed_.erase(pid);
-    exited = exited_while_claimed_.erase(pid) > 0;
-    if (exited) mark_exited_locked(pid);
+    if (exited_while_claimed_.erase(pid) > 0) mark_exited_locked(pid);
   }
   claim_released_.notify_all();
-  // detect_process may have run after the exit was noticed: tell plugins now.
-  if (exited) forget_in_plugins(pid);
+  // An exit noticed meanwhile reaches plugins at the round's end (end_round).
 }
 
 void ProcessTracker::mark_exited_locked(int32_t pid) {
@@ -436,7 +433,9 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
         }
         mark_exited_locked(pid);
       }
-      forget_in_plugins(pid);
+      // Plugins hear of it at the round's end (end_round), once this round's
+      // frames of the process are named: an interpreter plugin names them
+      // from what it read while the process lived.
       break;
     }
     default:
@@ -465,6 +464,9 @@ void ProcessTracker::end_round() {
   }
   // The last reference to an executable unloads its table in the plugins.
   for (const auto& snapshot : forgotten) release(*snapshot);
+  // After the round's profile is assembled (the agent calls end_round then):
+  // plugins may drop what they kept to name the process's frames.
+  for (const auto& snapshot : forgotten) forget_in_plugins(snapshot->pid);
 }
 
 ProcessTrackerStats ProcessTracker::stats() const {

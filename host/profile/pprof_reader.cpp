@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "profile/profile.pb.h"
 
 namespace omniprof {

@@ -15,7 +15,7 @@
 #include <system_error>
 #include <utility>
 
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 namespace {

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "profile/profile.pb.h"
 
 namespace omniprof {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "symbolize/demangle.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 
 namespace omniprof {
 namespace {

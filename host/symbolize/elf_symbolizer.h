@@ -30,8 +30,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "common/result.h"
-#include "symbolize/debug_file_finder.h"
+#include "omniprof/support/result.h"
+#include "omniprof/support/debug_file_finder.h"
 
 namespace omniprof {
 

@@ -14,7 +14,7 @@
 
 #include "common/text_fields.h"
 #include "common/file_io.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 namespace {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 
 namespace omniprof {
 

@@ -58,7 +58,7 @@ struct python_offsets {
   omniprof_u16 reserved;
 
   /* PyInterpreterState */
-  omniprof_u16 interp_tstate_head; /* tstate_head (up to 3.11), threads.head (3.12+) */
+  omniprof_u16 interp_tstate_head; /* tstate_head (up to 3.10), threads.head (3.11+) */
   omniprof_u16 interp_ceval_gil;   /* ceval.gil (3.12+: a pointer), else NONE */
 
   /* PyThreadState */

@@ -321,5 +321,50 @@ TEST(InstallTest, InstalledTreeFindsItsPluginsWithoutEnvironment) {
   EXPECT_TRUE(std::filesystem::exists(prefix + "/include/omniprof/bpf/abi.h"));
 }
 
+// The support library a plugin links instead of host code (ElfFile,
+// ProcessMemory, ...): installed as an archive with its headers, enough to
+// build a program against the installed tree alone (no host/ header needed).
+TEST(InstallTest, SdkSupportLibraryBuildsAgainstTheInstalledTree) {
+  std::string dir = temp_dir("sdk-support");
+  std::string prefix = dir + "/usr";
+  auto install = run_command({OMNIPROF_CMAKE_COMMAND, "--install", OMNIPROF_BUILD_DIR, "--prefix", prefix});
+  ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
+  const std::string archive = prefix + "/" OMNIPROF_INSTALL_LIBDIR "/libomniprof_sdk_support.a";
+  ASSERT_TRUE(std::filesystem::exists(archive)) << archive;
+  ASSERT_TRUE(std::filesystem::exists(prefix + "/include/omniprof/support/elf_file.h"));
+
+  std::string source = dir + "/consumer.cpp";
+  std::ofstream(source) << R"(
+#include "omniprof/support/debug_file_finder.h"
+#include "omniprof/support/elf_file.h"
+#include "omniprof/support/process_memory.h"
+#include <unistd.h>
+#include <cstdio>
+int main() {
+  auto elf = omniprof::ElfFile::open("/proc/self/exe");
+  if (!elf) { std::fprintf(stderr, "%s\n", elf.error().message.c_str()); return 1; }
+  static const char marker[] = "read through ProcessMemory";
+  char copy[sizeof(marker)] = {};
+  omniprof::ProcessMemory memory(getpid());
+  auto read = memory.read_exact(reinterpret_cast<uint64_t>(marker), copy, sizeof(copy));
+  if (!read) { std::fprintf(stderr, "%s\n", read.error().message.c_str()); return 1; }
+  omniprof::DebugFileFinder finder(")" + dir + R"(");
+  std::printf("%s; %zu segments; build id %s; debug file %s\n", copy, elf->load_segments().size(),
+              elf->build_id().c_str(), finder.find(*elf, "/proc/self/exe") ? "found" : "none");
+  return 0;
+}
+)";
+  std::string binary = dir + "/consumer";
+  auto compile = run_command({OMNIPROF_CXX_COMPILER, "-std=c++20", "-Wl,--build-id", "-I" + prefix + "/include", source,
+                              archive, "-lelf", "-lz", "-lfmt", "-o", binary});
+  ASSERT_EQ(compile.exit_code, 0) << compile.out << compile.err;
+  auto result = run_command({binary});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("read through ProcessMemory; "), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("; 0 segments"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("build id ;"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("debug file none"), std::string::npos) << result.out;
+}
+
 }  // namespace
 }  // namespace omniprof::e2e

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "process/proc_maps.h"
-#include "symbolize/debug_file_finder.h"
+#include "omniprof/support/debug_file_finder.h"
 #include "symbolize/demangle.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 
 // A function of this (PIE) test binary, for the runtime address tests.
 extern "C" __attribute__((noinline, used)) int omniprof_symbolizer_test_marker(int value) {

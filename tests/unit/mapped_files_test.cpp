@@ -20,14 +20,14 @@
 #include <future>
 #include <string>
 
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 #include "executables/file_id.h"
 #include "executables/open_executables.h"
 #include "process/mapped_file.h"
 #include "process/proc_maps.h"
 #include "process/process_tracker.h"
-#include "symbolize/debug_file_finder.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/debug_file_finder.h"
+#include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/symbol_cache.h"
 

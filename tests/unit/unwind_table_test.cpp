@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 #include "unwind/cfa_program.h"
 #include "unwind/dwarf_cfi.h"
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "unwind/dwarf_cfi.h"
 
 namespace omniprof::unwind {

@@ -1,5 +1,4 @@
 #include "unwind/dwarf_cfi.h"
-#include "symbolize/libelf_support.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -18,9 +17,11 @@
 
 #include <fmt/format.h>
 
-#include "common/unique_fd.h"
-#include "symbolize/debug_file_finder.h"
-#include "symbolize/elf_file.h"
+#include "omniprof/support/debug_file_finder.h"
+#include "omniprof/support/elf_file.h"
+#include "omniprof/support/libelf_support.h"
+#include "omniprof/support/regular_file.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof::unwind {
 
@@ -688,7 +689,7 @@ namespace {
 
 // Sections read whole larger than this are refused: a corrupt (or hostile)
 // header must not make us allocate gigabytes. Compressed ones are bounded
-// by check_inflated_size (host/symbolize/elf_file.h), size and ratio.
+// by check_inflated_size (omniprof/support/elf_file.h), size and ratio.
 constexpr uint64_t kMaxSectionSize = kMaxInflatedSectionBytes;
 
 // One libelf handle over one file, for its section and program headers. The
@@ -699,17 +700,11 @@ class ElfReader {
   static Result<ElfReader> open(const std::string& path) {
     if (!libelf_ready()) return make_error(fmt::format("{}: libelf is unusable: {}", path, libelf_error()));
     // A path a process named: never blocks, refuses all but a regular file.
-    // Never blocks on a FIFO, never takes a terminal, and reads nothing
-    // but a regular file (the same rule as the host's open_regular_file,
-    // kept here so the plugin needs no more of host/).
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-    if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) return make_error(fmt::format("{}: not a regular file", path));
-    Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+    auto file = open_regular_file(path);
+    if (!file) return file.error();
+    Elf* elf = elf_begin(file->fd.get(), ELF_C_READ, nullptr);
     if (elf == nullptr) return make_error(fmt::format("{}: not an ELF file: {}", path, libelf_error()));
-    ElfReader reader(path, std::move(fd), elf, static_cast<uint64_t>(st.st_size));
+    ElfReader reader(path, std::move(file->fd), elf, static_cast<uint64_t>(file->st.st_size));
     if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) {
       return make_error(fmt::format("{}: not a 64-bit ELF file", path));
     }

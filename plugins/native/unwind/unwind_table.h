@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "omniprof/support/result.h"
 #include "unwind/dwarf_cfi.h"
 
 namespace omniprof::unwind {

@@ -252,7 +252,10 @@ struct omniprof_plugin {
    * plugin's runtime; OMNIPROF_NOT_MINE otherwise. */
   omniprof_status (*detect_process)(void *instance, const struct omniprof_process *process,
                                     struct omniprof_process_attach *attach, char *error);
-  /* Optional. The process exited or called exec. */
+  /* Optional. The process called exec (at once, before detect_process sees
+   * its new image), or exited: then at the end of the round it exited in,
+   * after that round's frames were named (symbolize_frame), so what the
+   * plugin kept to name them may go now. */
   void (*process_gone)(void *instance, int32_t pid);
   /* Optional. Names a frame of this plugin's kind (the frame kind equal to
    * its slot) that process `pid` produced. NULL for the native plugin, whose

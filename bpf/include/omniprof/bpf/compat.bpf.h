@@ -15,6 +15,10 @@
 #include <bpf/bpf_tracing.h>
 
 /* Only the fields we read; libbpf relocates their offsets. */
+struct thread_struct {
+  unsigned long fsbase; /* x86-64: the user thread pointer (glibc: its struct pthread) */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   unsigned int flags;
   int pid;
@@ -22,7 +26,16 @@ struct task_struct {
   void *stack;
   struct task_struct *group_leader;
   char comm[16];
+  struct thread_struct thread;
 } __attribute__((preserve_access_index));
+
+/* The sampled thread's user thread pointer (x86-64 fs base), where thread
+ * runtimes keep their thread-local data: glibc's pthread_self(), which
+ * interpreters record in their thread states. */
+static __always_inline __u64 omniprof_thread_pointer(void) {
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  return BPF_CORE_READ(task, thread.fsbase);
+}
 
 #define OMNIPROF_PF_KTHREAD 0x00200000 /* include/linux/sched.h: stable since 2.6 */
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/result.h"
+#include "omniprof/support/unique_fd.h"
 
 struct Elf;  // from <libelf.h>; kept out of this header
 

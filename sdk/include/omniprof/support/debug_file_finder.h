@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "symbolize/elf_file.h"
+#include "omniprof/support/elf_file.h"
 
 namespace omniprof {
 

@@ -13,8 +13,8 @@
 
 #include <string>
 
-#include "common/result.h"
-#include "common/unique_fd.h"
+#include "omniprof/support/result.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 

@@ -1,7 +1,7 @@
-#include "symbolize/elf_file.h"
-#include "symbolize/libelf_support.h"
+#include "omniprof/support/elf_file.h"
+#include "omniprof/support/libelf_support.h"
 
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 
 #include <fcntl.h>
 #include <gelf.h>

@@ -1,4 +1,4 @@
-#include "symbolize/debug_file_finder.h"
+#include "omniprof/support/debug_file_finder.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 
 namespace omniprof {
 namespace {

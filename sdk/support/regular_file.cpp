@@ -1,4 +1,4 @@
-#include "common/regular_file.h"
+#include "omniprof/support/regular_file.h"
 
 #include <fcntl.h>
 

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: GPL-2.0
+/* pyperf: walks the sampled thread's CPython frames and gives each marked
+ * native frame (one running _PyEval_EvalFrameDefault / PyEval_EvalFrameEx)
+ * the Python frames it ran (see omniprof_unwind_state in abi.h).
+ *
+ * The thread's own PyThreadState is found from its thread pointer (the fs
+ * base, through BTF): CPython records pthread_self() in each thread state's
+ * thread_id, and on x86-64 glibc pthread_self() is the fs base. So every
+ * thread is walked, not only the one holding the GIL; the GIL's state says
+ * whether it held it, which labels the sample.
+ *
+ * A Python frame is stored as (code object address, instruction offset);
+ * the plugin's user space names it from the code object (python_code_reader).
+ * Frame layouts differ per version (python_offsets.h); one program serves
+ * them all, driven by the offsets of the process's version.
+ *
+ * The walk's position lives in state->interpreter_walk, in map memory, not
+ * in registers: that keeps the verifier's states at the loop head identical
+ * whichever path an iteration took, so it prunes them instead of walking
+ * every combination. */
+#include "omniprof/bpf/unwinder.bpf.h"
+#include "python_offsets.h"
+#include "pyperf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Written by the plugin from its YAML (or the process's _Py_DebugOffsets). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, PYTHON_MAX_VERSIONS);
+  __type(key, __u32);
+  __type(value, struct python_offsets);
+} python_offsets SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, PYPERF_THREAD_STATE_ENTRIES);
+  __type(key, __u64);
+  __type(value, __u64);
+} python_thread_states SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, PYPERF_CODE_SEEN_ENTRIES);
+  __type(key, struct pyperf_code_key);
+  __type(value, __u8);
+} python_code_seen SEC(".maps");
+
+/* interpreter_walk slots. */
+enum walk_slot {
+  WALK_FRAME = 0,   /* next Python frame to read; 0 = none left */
+  WALK_MARK = 1,    /* the mark the next frame belongs to */
+  WALK_STARTED = 2, /* 1 once the thread state is found (later runs go on) */
+};
+
+/* Python frames per run of python_unwind (kernels without bpf_loop); it
+ * tail-calls itself for the next ones while the budget lasts. */
+#define FRAMES_PER_PROGRAM 16
+/* Python frames per run of python_unwind_loop. */
+#define FRAMES_PER_LOOP_PROGRAM OMNIPROF_MAX_STACK_DEPTH
+
+enum step { STEP_CONTINUE = 0, STEP_DONE = 1 };
+
+static __always_inline int read_u64(__u64 address, __u64 *out) {
+  return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
+}
+
+static __always_inline const struct python_offsets *offsets_of(const struct omniprof_process_info *process) {
+  __u32 version = (__u32)process->interpreter_data[PYPERF_DATA_VERSION];
+  return bpf_map_lookup_elem(&python_offsets, &version);
+}
+
+/* The sampled thread's PyThreadState, or 0 (a thread Python does not know:
+ * a C thread, one not yet or no longer registered). */
+static __always_inline __u64 find_thread_state(struct omniprof_unwind_state *state,
+                                               const struct omniprof_process_info *process,
+                                               const struct python_offsets *o) {
+  __u64 thread_pointer = omniprof_thread_pointer();
+  __u64 key = ((__u64)state->key.pid << 32) | state->key.tid;
+  __u64 id = 0;
+  __u64 *cached = bpf_map_lookup_elem(&python_thread_states, &key);
+  if (cached) {
+    __u64 tstate = *cached;
+    /* Still this thread's (a thread state is freed when its thread ends,
+     * and the tid may be reused). */
+    if (read_u64(tstate + o->tstate_thread_id, &id) == 0 && id == thread_pointer) return tstate;
+  }
+  __u64 interp = 0, tstate = 0;
+  if (read_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0 || interp == 0) return 0;
+  if (read_u64(interp + o->interp_tstate_head, &tstate) != 0) return 0;
+  for (int i = 0; i < PYPERF_MAX_THREADS; i++) {
+    if (tstate == 0) break;
+    if (read_u64(tstate + o->tstate_thread_id, &id) != 0) break;
+    if (id == thread_pointer) {
+      bpf_map_update_elem(&python_thread_states, &key, &tstate, BPF_ANY);
+      return tstate;
+    }
+    if (read_u64(tstate + o->tstate_next, &tstate) != 0) break;
+  }
+  return 0;
+}
+
+/* Whether `tstate` holds the GIL now (python_gil_model). */
+static __always_inline bool holds_gil(const struct omniprof_process_info *process, const struct python_offsets *o,
+                                      __u64 tstate) {
+  __u64 holder = 0;
+  int locked = 0;
+  switch (o->gil_model) {
+    case PYTHON_GIL_CURRENT_TSTATE:
+      if (read_u64(process->interpreter_data[PYPERF_DATA_GIL_A], &holder) != 0) return false;
+      return holder == tstate;
+    case PYTHON_GIL_STATIC:
+      if (bpf_probe_read_user(&locked, sizeof(locked), (const void *)process->interpreter_data[PYPERF_DATA_GIL_A]) != 0)
+        return false;
+      if (read_u64(process->interpreter_data[PYPERF_DATA_GIL_B], &holder) != 0) return false;
+      return locked != 0 && holder == tstate;
+    case PYTHON_GIL_PER_INTERPRETER: {
+      __u64 interp = 0, gil = 0;
+      if (read_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0) return false;
+      if (read_u64(interp + o->interp_ceval_gil, &gil) != 0 || gil == 0) return false;
+      if (bpf_probe_read_user(&locked, sizeof(locked), (const void *)(gil + o->gil_locked)) != 0) return false;
+      if (read_u64(gil + o->gil_last_holder, &holder) != 0) return false;
+      return locked != 0 && holder == tstate;
+    }
+    default:
+      return false;
+  }
+}
+
+/* Finds the thread's innermost frame and labels the sample. STEP_DONE: no
+ * Python stack on this thread. */
+static __always_inline int start_walk(struct omniprof_unwind_state *state, const struct omniprof_process_info *process,
+                                      const struct python_offsets *o) {
+  omniprof_count(PYPERF_STAT_SAMPLES);
+  __u64 tstate = find_thread_state(state, process, o);
+  if (tstate == 0) {
+    omniprof_count(PYPERF_STAT_NO_THREAD_STATE);
+    return STEP_DONE;
+  }
+  __u64 frame = 0;
+  if (read_u64(tstate + o->tstate_frame, &frame) != 0) {
+    omniprof_count(PYPERF_STAT_READ_FAILED);
+    return STEP_DONE;
+  }
+  /* 3.11, 3.12: the thread state points at a _PyCFrame, which points at
+   * the current frame. */
+  if (o->cframe_current_frame != PYTHON_OFFSET_NONE && frame != 0) {
+    if (read_u64(frame + o->cframe_current_frame, &frame) != 0) {
+      omniprof_count(PYPERF_STAT_READ_FAILED);
+      return STEP_DONE;
+    }
+  }
+  if (holds_gil(process, o, tstate)) {
+    omniprof_count(PYPERF_STAT_GIL_HELD);
+    omniprof_label_sample(state, OMNIPROF_SLOT_PYTHON, PYPERF_GIL_HELD);
+  } else {
+    omniprof_count(PYPERF_STAT_GIL_RELEASED);
+    omniprof_label_sample(state, OMNIPROF_SLOT_PYTHON, PYPERF_GIL_RELEASED);
+  }
+  state->interpreter_walk[WALK_FRAME] = frame;
+  state->interpreter_walk[WALK_MARK] = 0;
+  state->interpreter_walk[WALK_STARTED] = 1;
+  return STEP_CONTINUE;
+}
+
+static __always_inline void note_code_seen(__u32 pid, __u64 code) {
+  struct pyperf_code_key key = {.pid = pid, .reserved = 0, .code = code};
+  if (bpf_map_lookup_elem(&python_code_seen, &key)) return;
+  __u8 one = 1;
+  if (bpf_map_update_elem(&python_code_seen, &key, &one, BPF_NOEXIST) != 0) omniprof_count(PYPERF_STAT_CODE_SEEN_FULL);
+}
+
+/* One Python frame: push it for its mark and move to its caller. */
+static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, const struct python_offsets *o) {
+  __u64 frame = state->interpreter_walk[WALK_FRAME];
+  if (frame == 0) return STEP_DONE;
+  __u64 code = 0, back = 0;
+  if (read_u64(frame + o->frame_code, &code) != 0 || read_u64(frame + o->frame_back, &back) != 0) {
+    omniprof_count(PYPERF_STAT_READ_FAILED);
+    return STEP_DONE;
+  }
+  __u32 mark = (__u32)state->interpreter_walk[WALK_MARK];
+  __u32 detail = 0;
+  bool last_of_call = false;
+  if (o->frame_model == PYTHON_FRAME_OBJECT) {
+    /* One PyFrameObject per evaluation loop call. f_lasti is -1 before the
+     * first instruction; stored as is, the reader takes it as "the first
+     * line". */
+    int lasti = 0;
+    bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(frame + o->frame_lasti));
+    detail = (__u32)lasti;
+    last_of_call = true;
+  } else {
+    __u8 owner = 0;
+    if (o->frame_owner != PYTHON_OFFSET_NONE) {
+      bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + o->frame_owner));
+    }
+    if (o->frame_model == PYTHON_INTERPRETER_FRAME_312 && owner == PYTHON_FRAME_OWNED_BY_CSTACK) {
+      /* The shim an evaluation loop call pushes below the frames it runs:
+       * the next frames belong to the next (outer) marked native frame. */
+      state->interpreter_walk[WALK_MARK] = mark + 1;
+      state->interpreter_walk[WALK_FRAME] = back;
+      return STEP_CONTINUE;
+    }
+    __u64 instruction = 0;
+    bpf_probe_read_user(&instruction, sizeof(instruction), (const void *)(frame + o->frame_lasti));
+    __u64 first = code + o->code_adaptive;
+    if (instruction >= first && instruction - first < 0xffffffffULL) detail = (__u32)(instruction - first);
+    if (o->frame_model == PYTHON_INTERPRETER_FRAME_311 && o->frame_is_entry != PYTHON_OFFSET_NONE) {
+      __u8 is_entry = 0;
+      bpf_probe_read_user(&is_entry, sizeof(is_entry), (const void *)(frame + o->frame_is_entry));
+      last_of_call = is_entry != 0;
+    }
+  }
+  if (code == 0 || omniprof_interpreter_frame(state, mark, code, detail, OMNIPROF_FRAME_PYTHON) != 0) {
+    return code == 0 ? STEP_CONTINUE : STEP_DONE;
+  }
+  omniprof_count(PYPERF_STAT_FRAMES);
+  note_code_seen(state->key.pid, code);
+  if (last_of_call) state->interpreter_walk[WALK_MARK] = mark + 1;
+  state->interpreter_walk[WALK_FRAME] = back;
+  return STEP_CONTINUE;
+}
+
+/* Shared by both programs: the process, its offsets, and the walk's start
+ * on the first run. NULL: nothing (more) to walk, the caller stops. */
+static __always_inline const struct python_offsets *prepare(struct omniprof_unwind_state *state,
+                                                            const struct omniprof_process_info **process_out) {
+  __u32 tgid = state->key.pid;
+  const struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
+  if (!process) return NULL;
+  const struct python_offsets *o = offsets_of(process);
+  if (!o || o->version_hex == 0) {
+    omniprof_count(PYPERF_STAT_NO_OFFSETS);
+    return NULL;
+  }
+  if (state->interpreter_walk[WALK_STARTED] == 0 && start_walk(state, process, o) != STEP_CONTINUE) return NULL;
+  *process_out = process;
+  return o;
+}
+
+/* Kernels before 5.17: FRAMES_PER_PROGRAM frames per run, then a tail call
+ * to this slot for more, within the tail calls the native walk left. */
+SEC("perf_event")
+int python_unwind(struct bpf_perf_event_data *ctx) {
+  struct omniprof_unwind_state *state = omniprof_state();
+  if (!state) return 0;
+  const struct omniprof_process_info *process = NULL;
+  const struct python_offsets *o = prepare(state, &process);
+  if (!o) {
+    omniprof_stop_walk(ctx, state, 0);
+    return 0;
+  }
+  for (int i = 0; i < FRAMES_PER_PROGRAM; i++) {
+    if (walk_one_frame(state, o) != STEP_CONTINUE) {
+      omniprof_stop_walk(ctx, state, 0);
+      return 0;
+    }
+  }
+  if (state->interpreter_walk[WALK_FRAME] == 0) {
+    omniprof_stop_walk(ctx, state, 0);
+    return 0;
+  }
+  if (state->tail_calls + 1 >= OMNIPROF_MAX_TAIL_CALLS) {
+    omniprof_count(PYPERF_STAT_TRUNCATED);
+    omniprof_stop_walk(ctx, state, 0);
+    return 0;
+  }
+  omniprof_tail_call(ctx, state, OMNIPROF_SLOT_PYTHON);
+  return 0;
+}
+
+struct loop_context {
+  struct omniprof_unwind_state *state;
+  const struct python_offsets *offsets;
+};
+
+static long walk_frame_callback(__u32 index, void *data) {
+  struct loop_context *loop = data;
+  return walk_one_frame(loop->state, loop->offsets) == STEP_CONTINUE ? 0 : 1;
+}
+
+/* Kernels with bpf_loop (5.17+): the whole Python stack in one run. */
+SEC("perf_event")
+int python_unwind_loop(struct bpf_perf_event_data *ctx) {
+  struct omniprof_unwind_state *state = omniprof_state();
+  if (!state) return 0;
+  const struct omniprof_process_info *process = NULL;
+  const struct python_offsets *o = prepare(state, &process);
+  if (o) {
+    struct loop_context loop = {.state = state, .offsets = o};
+    bpf_loop(FRAMES_PER_LOOP_PROGRAM, walk_frame_callback, &loop, 0);
+    if (state->interpreter_walk[WALK_FRAME] != 0 && state->stack.len >= OMNIPROF_MAX_STACK_DEPTH) {
+      omniprof_count(PYPERF_STAT_TRUNCATED);
+    }
+  }
+  omniprof_stop_walk(ctx, state, 0);
+  return 0;
+}

@@ -1,0 +1,85 @@
+// Names a Python frame (function, file, line) from the code object the BPF
+// walk recorded, reading the profiled process's memory through a callback so
+// that it runs on /proc/PID/mem in the plugin and on byte buffers in tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python_line_table.h"
+#include "python_offsets_table.h"
+#include "python_result.h"
+
+namespace omniprof::python {
+
+// Reads `len` bytes at `addr` of the target process into `buf`; false if any
+// byte cannot be read (unmapped, the process exited).
+using ReadMemory = std::function<bool(uint64_t addr, void* buf, std::size_t len)>;
+
+// Bounds on what a code object may claim, so garbage costs one failed read.
+inline constexpr std::size_t kMaxPythonStringChars = 4096;
+inline constexpr std::size_t kMaxLineTableBytes = 1 << 20;
+
+// What the reader keeps per code object: read once, then every sample of it
+// is a line table lookup.
+struct PythonCodeInfo {
+  std::string function;  // co_qualname on 3.11+ ("Class.method"), co_name before
+  std::string name;      // co_name
+  std::string file;      // co_filename
+  int first_line = 0;    // co_firstlineno
+  LineTableFormat format = LineTableFormat::kLocations311;
+  std::vector<uint8_t> line_table;  // co_lnotab (up to 3.9) / co_linetable (3.10+)
+};
+
+struct PythonFrameName {
+  std::string function;
+  std::string file;
+  int line = 0;  // co_firstlineno when the offset has no line (see python_line_table.h)
+};
+
+// A Python str object's text as UTF-8: a compact PyUnicode (3.x: ASCII or
+// UCS1/2/4) or, on 2.7, a PyStringObject (bytes, returned as they are).
+PyResult<std::string> read_python_string(const ReadMemory& read,
+                                         const PythonVersionOffsets& offsets, uint64_t address);
+
+// The code object at `code_address`: names, file, first line and line table.
+PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
+                                          const PythonVersionOffsets& offsets,
+                                          uint64_t code_address);
+
+// The frame's name from a decoded code object and the instruction offset.
+PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset);
+
+// Code objects per (pid, address), each read once. Thread-safe. A code object
+// freed and another allocated at its address would be shown under the old
+// name until the pid is dropped: the plugin drops a pid when it exits or execs.
+class PythonCodeCache {
+ public:
+  explicit PythonCodeCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
+
+  PyResult<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
+                                       const PythonVersionOffsets& offsets, uint64_t code_address,
+                                       uint32_t instruction_offset);
+  void drop_pid(uint32_t pid);
+
+  std::size_t size() const;
+  // Code objects read from memory (cache misses that succeeded or failed).
+  uint64_t reads() const;
+  // Times the cache was full and emptied to make room.
+  uint64_t evictions() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::size_t max_entries_;
+  std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<const PythonCodeInfo>> entries_;
+  uint64_t reads_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace omniprof::python

@@ -1,0 +1,399 @@
+// pyperf: the Python plugin. Its BPF program (pyperf.bpf.c) walks the
+// sampled thread's CPython frames; this side finds CPython in a process
+// (the executable or a libpython it maps), gives the walk the addresses and
+// offsets of that version, reads the code objects the walk met while the
+// process lives (tick), and names the frames (symbolize_frame).
+//
+// Threading: the host holds this instance's lock for every hook call
+// (plugin.h), so nothing here takes a lock of its own beyond what the
+// reader's cache does.
+#include <bpf/bpf.h>
+#include <omniprof/plugin.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "omniprof/offsets.hpp"
+#include "pyperf.h"
+#include "pyperf.skel.h"
+#include "python_code_reader.h"
+#include "python_debug_offsets.h"
+#include "python_elf.h"
+#include "python_offsets.h"
+#include "python_offsets_table.h"
+#include "python_version.h"
+
+namespace {
+
+using omniprof::python::PythonVersionOffsets;
+namespace py = omniprof::python;
+
+// bpf_loop walk where the kernel has it (5.17+), else the tail-call one.
+const omniprof_program_slot kPrograms[] = {
+    {"python_unwind_loop", OMNIPROF_SLOT_PYTHON, OMNIPROF_PROGRAM_NEEDS_BPF_LOOP},
+    {"python_unwind", OMNIPROF_SLOT_PYTHON, 0},
+};
+
+// In the order of enum pyperf_stat.
+const char* const kStatNames[] = {
+    "samples",        "frames",        "no_offsets",        "no_thread_state",     "read_failed",
+    "truncated",      "gil_held",      "gil_released",      "code_seen_full",
+};
+static_assert(sizeof(kStatNames) / sizeof(kStatNames[0]) == PYPERF_STAT_END - PYPERF_STAT_SAMPLES);
+
+const char* const kLabelValues[] = {nullptr, "held", "released"};
+
+// What one file (by file id) says about CPython: nothing, or where its
+// interpreter lives. Read once per file.
+struct PythonFile {
+  bool is_python = false;
+  std::string why_not;  // for a python-named file that is not usable
+  py::PythonVersion version;
+  std::vector<std::pair<uint64_t, uint64_t>> eval_ranges;  // ELF vaddr [start, end)
+  std::optional<uint64_t> runtime;                         // _PyRuntime (3.7+)
+  std::optional<uint64_t> interp_head;                     // interp_head (2.7, 3.6)
+  std::optional<uint64_t> current_tstate;                  // _PyThreadState_Current (2.7, 3.6)
+  std::optional<uint64_t> gil_locked, gil_last_holder;     // 3.6 statics
+};
+
+struct PythonProcess {
+  PythonVersionOffsets offsets;
+  std::string version;
+};
+
+class PythonPlugin {
+ public:
+  PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
+      : host_(host), log_(host), table_(std::move(table)) {
+    offsets_fd_ = host->private_map_fd(host->host, "python_offsets");
+    code_seen_fd_ = host->private_map_fd(host->host, "python_code_seen");
+  }
+
+  omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
+  void gone(int32_t pid) {
+    processes_.erase(pid);
+    cache_.drop_pid(static_cast<uint32_t>(pid));
+    unsupported_logged_.erase(pid);
+  }
+  omniprof_status symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol, char* error);
+  void tick();
+
+ private:
+  const PythonFile& file_info(uint64_t file_id, const std::string& path, const std::string& name);
+  py::ReadMemory reader(int32_t pid) const {
+    return [host = host_, pid](uint64_t address, void* buffer, std::size_t len) {
+      return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
+    };
+  }
+  std::optional<uint32_t> offsets_index(const python_offsets& offsets, std::string* error);
+  void log_unsupported(int32_t pid, const std::string& comm, const std::string& what) {
+    if (!unsupported_logged_.insert(pid).second) return;
+    log_.warn("python: pid " + std::to_string(pid) + " (" + comm + "): " + what +
+              "; its native frames are still walked");
+  }
+
+  const omniprof_host_api* host_;
+  omniprof::sdk::HostLog log_;
+  py::PythonOffsetsTable table_;
+  int offsets_fd_ = -1;
+  int code_seen_fd_ = -1;
+  std::unordered_map<uint64_t, PythonFile> files_;
+  std::vector<python_offsets> stored_offsets_;  // index = key in python_offsets
+  std::unordered_map<int32_t, PythonProcess> processes_;
+  std::set<int32_t> unsupported_logged_;
+  py::PythonCodeCache cache_;
+  // The strings of the last symbolize_frame answer (valid until the next call).
+  std::string last_function_, last_file_;
+};
+
+// A name the process gives a CPython file: libpython3.11.so.1.0,
+// libpython2.7.so, python3.11, python2.7, python3.
+bool python_named(const std::string& name) {
+  std::string base = std::filesystem::path(name).filename().string();
+  static const std::regex pattern(R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*|-.*)?$)");
+  return std::regex_match(base, pattern);
+}
+
+const PythonFile& PythonPlugin::file_info(uint64_t file_id, const std::string& path, const std::string& name) {
+  if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
+  PythonFile info;
+  auto elf = py::PythonElfFile::open(path);
+  if (!elf) {
+    info.why_not = elf.error().message;
+  } else {
+    auto eval = (*elf)->find_symbol("_PyEval_EvalFrameDefault");
+    if (!eval) eval = (*elf)->find_symbol("PyEval_EvalFrameEx");  // 2.7: the loop itself
+    if (!eval) {
+      info.why_not = name + ": no CPython evaluation loop symbol";
+    } else if (auto version = py::read_python_version(path); !version) {
+      info.why_not = version.error().message;
+    } else {
+      info.is_python = true;
+      info.version = *version;
+      std::string loop = (*elf)->find_symbol("_PyEval_EvalFrameDefault") ? "_PyEval_EvalFrameDefault"
+                                                                           : "PyEval_EvalFrameEx";
+      // In 3.x PyEval_EvalFrameEx only calls _PyEval_EvalFrameDefault: marking
+      // both would give one Python frame two marks.
+      info.eval_ranges.push_back({eval->value, eval->value + std::max<uint64_t>(eval->size, 1)});
+      // GCC moves the loop's unlikely paths into a .cold part.
+      if (auto cold = (*elf)->find_symbol(loop + ".cold")) {
+        info.eval_ranges.push_back({cold->value, cold->value + std::max<uint64_t>(cold->size, 1)});
+      }
+      if (auto s = (*elf)->find_symbol("_PyRuntime")) info.runtime = s->value;
+      if (auto s = (*elf)->find_symbol("interp_head")) info.interp_head = s->value;
+      if (auto s = (*elf)->find_symbol("_PyThreadState_Current")) info.current_tstate = s->value;
+      if (auto s = (*elf)->find_symbol("gil_locked")) info.gil_locked = s->value;
+      if (auto s = (*elf)->find_symbol("gil_last_holder")) info.gil_last_holder = s->value;
+    }
+  }
+  if (file_id == 0) {
+    static PythonFile scratch;
+    scratch = std::move(info);
+    return scratch;
+  }
+  return files_.emplace(file_id, std::move(info)).first->second;
+}
+
+std::optional<uint32_t> PythonPlugin::offsets_index(const python_offsets& offsets, std::string* error) {
+  for (size_t i = 0; i < stored_offsets_.size(); ++i) {
+    if (std::memcmp(&stored_offsets_[i], &offsets, sizeof(offsets)) == 0) return static_cast<uint32_t>(i);
+  }
+  if (stored_offsets_.size() >= PYTHON_MAX_VERSIONS) {
+    *error = "python_offsets is full (" + std::to_string(PYTHON_MAX_VERSIONS) + " layouts)";
+    return std::nullopt;
+  }
+  uint32_t index = static_cast<uint32_t>(stored_offsets_.size());
+  if (offsets_fd_ < 0 || bpf_map_update_elem(offsets_fd_, &index, &offsets, BPF_ANY) != 0) {
+    *error = "cannot write python_offsets[" + std::to_string(index) + "]: " + std::strerror(errno);
+    return std::nullopt;
+  }
+  stored_offsets_.push_back(offsets);
+  return index;
+}
+
+omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_process_attach& attach,
+                                     char* error) {
+  const omniprof_mapping* found = nullptr;
+  const PythonFile* info = nullptr;
+  for (size_t i = 0; i < process.num_mappings; ++i) {
+    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
+    if (!name || !python_named(name)) continue;
+    const PythonFile& candidate = file_info(process.mappings[i].file_id, process.mappings[i].path, name);
+    if (!candidate.is_python) continue;  // pyenv's python3.X executable: the loop is in libpython
+    found = &process.mappings[i];
+    info = &candidate;
+    // A libpython wins over the executable that maps it (there is only one
+    // interpreter loop per process in practice).
+    if (std::string(name).find("libpython") != std::string::npos) break;
+  }
+  if (!found) return OMNIPROF_NOT_MINE;
+
+  const int32_t pid = process.pid;
+  const std::string version = info->version.to_string();
+  const PythonVersionOffsets* shipped = table_.find(info->version.major, info->version.minor);
+  PythonVersionOffsets offsets;
+  const uint64_t bias = found->load_bias;
+  if (shipped) offsets = *shipped;
+  // 3.13+: the process says its own layout (_Py_DebugOffsets at the start of
+  // _PyRuntime); the shipped table is the fallback.
+  bool from_process = false;
+  if (info->version.major == 3 && info->version.minor >= 13 && info->runtime) {
+    std::vector<uint8_t> image(py::kPyDebugOffsets313Size);
+    if (reader(pid)(*info->runtime + bias, image.data(), image.size())) {
+      auto debug = py::parse_py_debug_offsets(image);
+      if (debug && shipped && py::apply_py_debug_offsets(*debug, offsets)) {
+        from_process = true;
+      } else if (!debug) {
+        log_.debug("python: pid " + std::to_string(pid) + ": _Py_DebugOffsets unusable (" + debug.error().message +
+                   "), using the shipped offsets");
+      }
+    }
+  }
+  if (!shipped) {
+    log_unsupported(pid, process.comm ? process.comm : "?",
+                    "CPython " + version + " is not supported (no offsets for " +
+                        std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
+    return OMNIPROF_NOT_MINE;
+  }
+
+  // Where the walk starts and how it reads the GIL.
+  uint64_t interp_head = 0, gil_a = 0, gil_b = 0;
+  if (info->runtime && offsets.reader.runtime_interpreters_head >= 0) {
+    interp_head = *info->runtime + bias + offsets.reader.runtime_interpreters_head;
+  } else if (info->interp_head) {
+    interp_head = *info->interp_head + bias;
+  }
+  switch (offsets.bpf.gil_model) {
+    case PYTHON_GIL_CURRENT_TSTATE:
+      if (info->current_tstate) gil_a = *info->current_tstate + bias;
+      break;
+    case PYTHON_GIL_STATIC:
+      if (info->runtime && offsets.reader.runtime_ceval_gil_locked >= 0) {
+        gil_a = *info->runtime + bias + offsets.reader.runtime_ceval_gil_locked;
+        gil_b = *info->runtime + bias + offsets.reader.runtime_ceval_gil_last_holder;
+      } else if (info->gil_locked && info->gil_last_holder) {
+        gil_a = *info->gil_locked + bias;
+        gil_b = *info->gil_last_holder + bias;
+      }
+      break;
+    default:
+      break;
+  }
+  if (interp_head == 0) {
+    log_unsupported(pid, process.comm ? process.comm : "?",
+                    "CPython " + version + ": neither _PyRuntime nor interp_head found in " +
+                        std::string(found->path));
+    return OMNIPROF_NOT_MINE;
+  }
+  std::string reason;
+  auto index = offsets_index(offsets.bpf, &reason);
+  if (!index) {
+    omniprof::sdk::set_error(error, reason);
+    return OMNIPROF_ERR_NO_SPACE;
+  }
+  attach.interpreter_data[PYPERF_DATA_VERSION] = *index;
+  attach.interpreter_data[PYPERF_DATA_INTERP_HEAD] = interp_head;
+  attach.interpreter_data[PYPERF_DATA_GIL_A] = gil_a;
+  attach.interpreter_data[PYPERF_DATA_GIL_B] = gil_b;
+  attach.num_interpreter_ranges = 0;
+  for (const auto& [start, end] : info->eval_ranges) {
+    if (attach.num_interpreter_ranges == OMNIPROF_MAX_INTERPRETER_RANGES) break;
+    attach.interpreter_ranges[attach.num_interpreter_ranges++] = {start + bias, end + bias};
+  }
+  std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", version.c_str());
+  bool first = processes_.find(pid) == processes_.end();
+  processes_[pid] = PythonProcess{offsets, version};
+  if (first) {
+    log_.debug("python: pid " + std::to_string(pid) + " runs CPython " + version + " (" +
+               (from_process ? "offsets from its _Py_DebugOffsets" : "shipped offsets") + ")");
+  }
+  return OMNIPROF_OK;
+}
+
+omniprof_status PythonPlugin::symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol,
+                                        char* error) {
+  auto process = processes_.find(pid);
+  if (process == processes_.end()) {
+    omniprof::sdk::set_error(error, "pid " + std::to_string(pid) + " is not a known Python process");
+    return OMNIPROF_ERR_INVALID_ARGUMENT;
+  }
+  auto name = cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process->second.offsets, frame.address,
+                                frame.detail);
+  if (!name) {
+    omniprof::sdk::set_error(error, name.error().message);
+    return OMNIPROF_ERR_IO;
+  }
+  last_function_ = std::move(name->function);
+  last_file_ = std::move(name->file);
+  symbol.function = last_function_.c_str();
+  symbol.file = last_file_.c_str();
+  symbol.line = name->line;
+  return OMNIPROF_OK;
+}
+
+// Reads the code objects the walk met since the last tick, while their
+// processes live, so that symbolize_frame can name them after an exit.
+void PythonPlugin::tick() {
+  if (code_seen_fd_ < 0) return;
+  std::vector<pyperf_code_key> keys;
+  pyperf_code_key key{}, next{};
+  const pyperf_code_key* cursor = nullptr;
+  while (keys.size() < PYPERF_CODE_SEEN_ENTRIES && bpf_map_get_next_key(code_seen_fd_, cursor, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    cursor = &key;
+  }
+  for (const auto& k : keys) {
+    bpf_map_delete_elem(code_seen_fd_, &k);
+    int32_t pid = static_cast<int32_t>(k.pid);
+    auto process = processes_.find(pid);
+    if (process == processes_.end()) continue;
+    // Reads and caches the code object; the line comes later, per frame.
+    (void)cache_.name_frame(k.pid, reader(pid), process->second.offsets, k.code, 0);
+  }
+}
+
+omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance,
+                       char* error) {
+  return omniprof::sdk::guarded(error, [&] {
+    if (!host->private_map_fd) {
+      omniprof::sdk::set_error(error, "the host gives no private_map_fd");
+      return OMNIPROF_ERR_UNSUPPORTED;
+    }
+    std::string path = std::string(data_dir) + "/python.yaml";
+    try {
+      *instance = new PythonPlugin(host, py::PythonOffsetsTable::load_file(path));
+    } catch (const omniprof::sdk::OffsetError& e) {
+      omniprof::sdk::set_error(error, e.what());
+      return OMNIPROF_ERR_PARSE;
+    }
+    return OMNIPROF_OK;
+  });
+}
+
+void destroy(void* instance) { delete static_cast<PythonPlugin*>(instance); }
+
+omniprof_status detect_process(void* instance, const omniprof_process* process, omniprof_process_attach* attach,
+                               char* error) {
+  return omniprof::sdk::guarded(error, [&] { return static_cast<PythonPlugin*>(instance)->detect(*process, *attach, error); });
+}
+
+void process_gone(void* instance, int32_t pid) {
+  try {
+    static_cast<PythonPlugin*>(instance)->gone(pid);
+  } catch (...) {
+  }
+}
+
+omniprof_status symbolize_frame(void* instance, int32_t pid, const omniprof_frame_data* frame,
+                                omniprof_symbol* symbol, char* error) {
+  return omniprof::sdk::guarded(error, [&] {
+    return static_cast<PythonPlugin*>(instance)->symbolize(pid, *frame, *symbol, error);
+  });
+}
+
+void tick(void* instance) {
+  try {
+    static_cast<PythonPlugin*>(instance)->tick();
+  } catch (...) {
+  }
+}
+
+omniprof_plugin make_entry() {
+  omniprof_plugin entry = omniprof::sdk::make_plugin_entry();
+  entry.name = "python";
+  entry.version = "0.1.0";
+  entry.runtime = "python";
+  entry.module_type = OMNIPROF_MODULE_PYPERF;
+  size_t size = 0;
+  entry.bpf_object = pyperf_bpf__elf_bytes(&size);
+  entry.bpf_object_size = size;
+  entry.programs = kPrograms;
+  entry.num_programs = sizeof(kPrograms) / sizeof(kPrograms[0]);
+  entry.stat_names = kStatNames;
+  entry.num_stat_names = sizeof(kStatNames) / sizeof(kStatNames[0]);
+  entry.create = create;
+  entry.destroy = destroy;
+  entry.detect_process = detect_process;
+  entry.process_gone = process_gone;
+  entry.symbolize_frame = symbolize_frame;
+  entry.tick = tick;
+  entry.label_key = "python_gil";
+  entry.label_values = kLabelValues;
+  entry.num_label_values = sizeof(kLabelValues) / sizeof(kLabelValues[0]);
+  return entry;
+}
+
+const omniprof_plugin kEntry = make_entry();
+
+}  // namespace
+
+OMNIPROF_DEFINE_PLUGIN(&kEntry)
