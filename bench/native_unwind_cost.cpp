@@ -22,22 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "bench_support.h"
+
 namespace {
 
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
+using omniprof::bench::run_shell;
 
 long counter(const std::string& output, const std::string& name) {
-  std::smatch m;
-  if (std::regex_search(output, m, std::regex("\\n\\s*" + name + "\\s+(\\d+)"))) return std::stol(m[1]);
-  return -1;
+  return static_cast<long>(omniprof::bench::stat_counter(output, name, -1));
 }
 
 struct Cost {
@@ -67,7 +59,7 @@ Cost measure(const std::string& omniprof, int depth, int seconds, const std::str
   std::string command = omniprof + " record --bpf-stats -d " + std::to_string(seconds) +
                         pid_args + " -o /tmp/omniprof-bench-unwind.pb.gz" +
                         (config.empty() ? "" : " --config " + config) + " 2>/dev/null";
-  std::string output = run(command);
+  std::string output = run_shell(command);
   for (pid_t pid : pids) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);

@@ -1,0 +1,105 @@
+// BPF cost per sample of the Python unwinder (pyperf), from the kernel's own
+// run-time statistics (omniprof record --bpf-stats): a process 30 Python
+// frames deep (tests/workloads/python_recursion.py), one copy per CPU, on
+// several CPython versions (their frame layouts differ: 2.7 to 3.10 walk
+// PyFrameObjects, 3.11+ _PyInterpreterFrames). Baseline from the same run:
+// the same processes with the Python plugin disabled (runtimes.python:
+// false), so only the native walk of the same stacks runs; the difference is
+// the Python walk. Tail calls run inside the program that made them, so the
+// kernel times the whole chain (entry, native, python, STOP) as the entry
+// program: per-sample figures, not per-program ones.
+//
+//   build/bench/python_unwind_cost [SECONDS [PYTHON...]]   (root; default 5 s;
+//   default interpreters: pyenv's 2.7.18, 3.10.13, 3.12.1, 3.13.0)
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.h"
+
+namespace {
+
+using omniprof::bench::run_shell;
+using omniprof::bench::spawn;
+using omniprof::bench::stat_counter;
+
+constexpr int kDepth = 30;
+
+struct Cost {
+  double ns_per_sample = -1, samples = 0, native_frames = 0, python_frames = 0, python_walks = 0;
+};
+
+Cost measure(const std::string& python, int seconds, const std::string& config) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<pid_t> pids;
+  std::string pid_args;
+  // A short spin at the bottom: samples land at every depth of the walk's
+  // cost, not only in the deepest frame.
+  for (long c = 0; c < cpus; ++c) {
+    pids.push_back(spawn({python, OMNIPROF_PYTHON_RECURSION_SCRIPT, std::to_string(kDepth),
+                          std::to_string(seconds + 30), "2000"}));
+    pid_args += " -p " + std::to_string(pids.back());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::string output = run_shell(std::string(OMNIPROF_BINARY) + " record --bpf-stats -d " + std::to_string(seconds) +
+                                 pid_args + " -o /tmp/omniprof-bench-python.pb.gz" +
+                                 (config.empty() ? "" : " --config " + config) + " 2>/dev/null");
+  for (pid_t pid : pids) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  Cost cost;
+  cost.ns_per_sample = stat_counter(output, "bpf\\.ns_per_recorded_sample", -1);
+  cost.samples = stat_counter(output, "samples_recorded");
+  cost.native_frames = stat_counter(output, "native\\.frames");
+  cost.python_frames = stat_counter(output, "python\\.frames");
+  cost.python_walks = stat_counter(output, "python\\.samples");
+  return cost;
+}
+
+double per_sample(double value, double samples) { return samples > 0 ? value / samples : 0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int seconds = argc > 1 ? std::max(2, atoi(argv[1])) : 5;
+  std::vector<std::string> pythons;
+  for (int i = 2; i < argc; ++i) pythons.push_back(argv[i]);
+  if (pythons.empty()) {
+    for (const char* v : {"2.7.18", "3.10.13", "3.12.1", "3.13.0"}) {
+      pythons.push_back(std::string("/root/.pyenv/versions/") + v + "/bin/python");
+    }
+  }
+  const std::string no_python = "/tmp/omniprof-bench-no-python.yaml";
+  std::ofstream(no_python) << "runtimes:\n  python: false\n";
+  std::printf("BPF cost per sample (kernel run time / samples recorded), %d Python frames deep, %d s each\n", kDepth,
+              seconds);
+  std::printf("%-40s %9s %9s %12s %12s %13s %13s %9s\n", "interpreter", "py fr/s", "nat fr/s", "ns/sample",
+              "native-only", "python ns", "ns/py frame", "samples");
+  for (const std::string& python : pythons) {
+    if (access(python.c_str(), X_OK) != 0) {
+      std::printf("%-40s not installed\n", python.c_str());
+      continue;
+    }
+    Cost with = measure(python, seconds, "");
+    Cost base = measure(python, seconds, no_python);
+    double py_frames = per_sample(with.python_frames, with.samples);
+    double python_ns = with.ns_per_sample - base.ns_per_sample;
+    std::printf("%-40s %9.1f %9.1f %12.0f %12.0f %13.0f %13.0f %9.0f\n", python.c_str(), py_frames,
+                per_sample(with.native_frames, with.samples), with.ns_per_sample, base.ns_per_sample, python_ns,
+                py_frames > 0 ? python_ns / py_frames : 0, with.samples);
+    std::fflush(stdout);
+  }
+  unlink(no_python.c_str());
+  unlink("/tmp/omniprof-bench-python.pb.gz");
+  return 0;
+}
