@@ -208,8 +208,11 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
     std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
     auto process = processes_.get(pid);
     if (!process) stats_.unknown_processes += count;
-    SampleLabels labels{pid, static_cast<int64_t>(key.tid), process ? process->comm : thread_name,
-                        thread_name};
+    SampleLabels labels;
+    labels.pid = pid;
+    labels.tid = static_cast<int64_t>(key.tid);
+    labels.comm = process ? process->comm : thread_name;
+    labels.thread_name = thread_name;
     if (key.label_slot != 0 && plugins_) {
       if (Plugin* plugin = plugins_->plugin_for_frame_kind(key.label_slot)) {
         if (auto label = PluginHost::label(*plugin, key.label_value)) {

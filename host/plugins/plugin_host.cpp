@@ -157,7 +157,9 @@ uint32_t fixed_slot(omniprof_module_type type) {
 }  // namespace
 
 PluginHost::PluginHost(BpfMaps* maps, ElfSymbolizer* symbolizer)
-    : maps_(maps), symbolizer_(symbolizer) {}
+    : maps_(maps), symbolizer_(symbolizer) {
+  init_host_api(nullptr, api_, api_context_);
+}
 
 PluginHost::~PluginHost() {
   // Instances first (they may still use the host API), then BPF objects, then
@@ -165,18 +167,18 @@ PluginHost::~PluginHost() {
   for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) unload(**it);
 }
 
-void PluginHost::init_host_api(Plugin& p) const {
-  auto context = std::make_shared<ApiContext>(ApiContext{maps_, symbolizer_, &p});
-  p.api = omniprof_host_api{};
-  p.api.struct_size = sizeof(p.api);
-  p.api.host = context.get();
-  p.api.log = api_log;
-  p.api.map_fd = api_map_fd;
-  p.api.read_process_memory = api_read_process_memory;
-  p.api.elf_symbol = api_elf_symbol;
-  p.api.create_inner_map = api_create_inner_map;
-  p.api.private_map_fd = api_private_map_fd;
-  p.api_context = std::move(context);
+void PluginHost::init_host_api(Plugin* plugin, omniprof_host_api& api, std::shared_ptr<void>& context) const {
+  auto made = std::make_shared<ApiContext>(ApiContext{maps_, symbolizer_, plugin});
+  api = omniprof_host_api{};
+  api.struct_size = sizeof(api);
+  api.host = made.get();
+  api.log = api_log;
+  api.map_fd = api_map_fd;
+  api.read_process_memory = api_read_process_memory;
+  api.elf_symbol = api_elf_symbol;
+  api.create_inner_map = api_create_inner_map;
+  api.private_map_fd = api_private_map_fd;
+  context = std::move(made);
 }
 
 void PluginHost::unload(Plugin& plugin) {
@@ -400,7 +402,7 @@ Result<void> PluginHost::create_instance(Plugin& p, const PluginHostOptions& opt
   std::string data_dir = (fs::path(options.data_root) / p.name).string();
   char error[OMNIPROF_ERROR_LEN] = {0};
   std::lock_guard<std::mutex> lock(p.hook_mutex);
-  init_host_api(p);
+  init_host_api(&p, p.api, p.api_context);
   omniprof_status status = p.hooks.create(&p.api, data_dir.c_str(), p.slot, &p.instance, error);
   if (status != OMNIPROF_OK) {
     p.instance = nullptr;

@@ -117,6 +117,9 @@ class PluginHost {
                                        void* context, std::string& error);
 
   static std::vector<std::string> find_plugin_files(const std::vector<std::string>& directories);
+  // The host API as a plugin sees it, without a plugin of its own
+  // (private_map_fd finds nothing): for tests of the API functions.
+  const omniprof_host_api* host_api() const { return &api_; }
 
  private:
   Result<void> check_entry(Plugin& plugin) const;
@@ -125,11 +128,14 @@ class PluginHost {
   Result<void> load_object(Plugin& plugin);
   Result<void> create_instance(Plugin& plugin, const PluginHostOptions& options);
   void unload(Plugin& plugin);
-  void init_host_api(Plugin& plugin) const;
+  // The host API for `plugin` (null: the plugin-less one) into api/context.
+  void init_host_api(Plugin* plugin, omniprof_host_api& api, std::shared_ptr<void>& context) const;
 
   BpfMaps* maps_;
   ElfSymbolizer* symbolizer_;
   std::vector<std::unique_ptr<Plugin>> plugins_;
+  omniprof_host_api api_{};
+  std::shared_ptr<void> api_context_;
 };
 
 }  // namespace omniprof

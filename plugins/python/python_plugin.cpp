@@ -17,13 +17,14 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "omniprof/offsets.hpp"
 #include "pyperf.h"
-#include "pyperf.skel.h"
+#include "python.skel.h"
 #include "python_code_reader.h"
 #include "python_debug_offsets.h"
 #include "python_elf.h"
@@ -374,7 +375,7 @@ omniprof_plugin make_entry() {
   entry.runtime = "python";
   entry.module_type = OMNIPROF_MODULE_PYPERF;
   size_t size = 0;
-  entry.bpf_object = pyperf_bpf__elf_bytes(&size);
+  entry.bpf_object = python_bpf__elf_bytes(&size);
   entry.bpf_object_size = size;
   entry.programs = kPrograms;
   entry.num_programs = sizeof(kPrograms) / sizeof(kPrograms[0]);

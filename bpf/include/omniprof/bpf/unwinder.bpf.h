@@ -7,6 +7,15 @@
 
 #include "omniprof/bpf/shared_maps.bpf.h"
 
+/* `value & mask` that clang cannot fold away: after a range check clang
+ * knows the mask changes nothing and drops it, but the verifier may not
+ * have carried that range to the register the access uses (a 32-bit
+ * compare, a 64-bit address). The empty asm hides what clang knows. */
+static __always_inline __u32 omniprof_masked(__u32 value, __u32 mask) {
+  asm volatile("" : "+r"(value));
+  return value & mask;
+}
+
 /* Appends a frame to the stack. Returns 0, or -1 when the stack buffer is
  * full. The mask keeps the index provably inside the array for the
  * verifier (OMNIPROF_MAX_STACK_DEPTH is a power of two). */
@@ -80,7 +89,7 @@ static __always_inline void omniprof_mark_interpreter_frame(struct omniprof_unwi
     omniprof_count(OMNIPROF_STAT_MARKS_FULL);
     return;
   }
-  state->marks[n & (OMNIPROF_MAX_MARKS - 1)] = (__u16)state->stack.len;
+  state->marks[omniprof_masked(n, OMNIPROF_MAX_MARKS - 1)] = (__u16)state->stack.len;
   state->num_marks = n + 1;
 }
 
@@ -116,8 +125,8 @@ static __always_inline int omniprof_interpreter_frame(struct omniprof_unwind_sta
     return -1;
   }
   __u32 after = state->native_frames;
-  if (mark < state->num_marks && mark < OMNIPROF_MAX_MARKS) after = state->marks[mark & (OMNIPROF_MAX_MARKS - 1)];
-  struct omniprof_frame *frame = &state->stack.frames[len & (OMNIPROF_MAX_STACK_DEPTH - 1)];
+  if (mark < state->num_marks && mark < OMNIPROF_MAX_MARKS) after = state->marks[omniprof_masked(mark, OMNIPROF_MAX_MARKS - 1)];
+  struct omniprof_frame *frame = &state->stack.frames[omniprof_masked(len, OMNIPROF_MAX_STACK_DEPTH - 1)];
   frame->address = address;
   frame->detail = detail;
   frame->kind = kind;
