@@ -130,7 +130,10 @@ constexpr int kRecursionDepth = 100;
 // the workloads that write results are stopped with SIGTERM sooner.
 constexpr const char* kWorkloadSeconds = "120";
 constexpr const char* kExitingSeconds = "6";
-constexpr const char* kRecordSeconds = "10";
+constexpr const char* kRecordSeconds = "8";
+// Eight busy threads share the CPUs: twice the usual rate gives each of them
+// enough samples to judge in one short recording.
+constexpr const char* kRecordHz = "199";
 
 std::string slurp(const std::string& path) {
   std::stringstream text;
@@ -170,7 +173,11 @@ Recording make_recording(const Interpreter& python) {
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
 
-  BackgroundProcess shares({python.path, script("python_shares.py"), kWorkloadSeconds, shares_out});
+  // The shares are judged to 5 points, which takes many samples of that one
+  // thread, in long stretches on a CPU: it runs at a higher priority than
+  // the other workloads (eight busy threads in all, on two cores in CI).
+  // We are root; were we not, nice would say so and run it unchanged.
+  BackgroundProcess shares({"nice", "-n", "-5", python.path, script("python_shares.py"), kWorkloadSeconds, shares_out});
   BackgroundProcess mixed({python.path, script("python_mixed.py"), kWorkloadSeconds, workload("libburn_cpu.so")});
   BackgroundProcess recursion(
       {python.path, script("python_recursion.py"), std::to_string(kRecursionDepth), kWorkloadSeconds});
@@ -187,7 +194,7 @@ Recording make_recording(const Interpreter& python) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
-  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F 99";
+  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
   for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.exits, r.native}) {
     command += " -p " + std::to_string(pid);
   }
@@ -392,7 +399,16 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
   OMNIPROF_PYTHON_RECORDING(r);
   const std::vector<std::string> works = {"thread_one_work", "thread_two_work", "thread_three_work"};
   for (const auto& w : works) ASSERT_EQ(r.thread_tids.count(w), 1u) << "python_threads.py wrote no tid of " << w;
-  std::map<std::string, int64_t> total, whole, held, released;
+  // The GIL's own hand-over (2.7 releases and takes it back every 100
+  // bytecodes; 3.x in take_gil/drop_gil): the thread is rightly without it
+  // there, and those samples are of the switch, not of the thread's work.
+  static const std::set<std::string> gil_switch = {"PyThread_acquire_lock", "PyThread_release_lock",
+                                                   "PyThread_acquire_lock_timed", "take_gil", "drop_gil"};
+  auto in_gil_switch = [&](const Sample& s) {
+    return std::any_of(s.frames.begin(), s.frames.end(),
+                       [&](const FrameLocation& f) { return gil_switch.count(f.function) > 0; });
+  };
+  std::map<std::string, int64_t> total, whole, held, released, working;
   std::map<std::string, std::string> counterexample;
   for (const Sample& s : r.of_pid(r.threads)) {
     std::vector<std::string> present;
@@ -402,8 +418,11 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
     if (present.empty()) continue;
     const std::string& w = present.front();
     total[w] += s.count;
-    if (s.label("python_gil") == "held") held[w] += s.count;
-    if (s.label("python_gil") == "released") released[w] += s.count;
+    if (!in_gil_switch(s)) {
+      working[w] += s.count;
+      if (s.label("python_gil") == "held") held[w] += s.count;
+      if (s.label("python_gil") == "released") released[w] += s.count;
+    }
     // thread_one_work is called by thread_one, and so on; no other thread's
     // function may be in the stack.
     auto py = function_names(python_frames(s));
@@ -427,11 +446,12 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
                                              << counterexample[w];
   }
   // Pure Python holds the GIL; zlib.compress releases it while it deflates.
-  EXPECT_GE(held["thread_one_work"] * 100, total["thread_one_work"] * 90)
-      << held["thread_one_work"] << " of " << total["thread_one_work"] << " samples of thread_one_work labelled python_gil=held";
-  EXPECT_GT(released["thread_two_work"] * 2, total["thread_two_work"])
-      << released["thread_two_work"] << " of " << total["thread_two_work"]
-      << " samples of thread_two_work labelled python_gil=released";
+  EXPECT_GE(held["thread_one_work"] * 100, working["thread_one_work"] * 90)
+      << held["thread_one_work"] << " of " << working["thread_one_work"]
+      << " samples of thread_one_work outside the GIL's hand-over labelled python_gil=held";
+  EXPECT_GT(released["thread_two_work"] * 2, working["thread_two_work"])
+      << released["thread_two_work"] << " of " << working["thread_two_work"]
+      << " samples of thread_two_work outside the GIL's hand-over labelled python_gil=released";
 }
 
 TEST_P(PythonProfileTest, ProcessExitingWithinTheRoundKeepsItsFunctionNames) {
