@@ -7,7 +7,11 @@
 // false), so only the native walk of the same stacks runs; the difference is
 // the Python walk. Tail calls run inside the program that made them, so the
 // kernel times the whole chain (entry, native, python, STOP) as the entry
-// program: per-sample figures, not per-program ones.
+// program: per-sample figures, not per-program ones. The entry program also
+// runs for every sample of the machine's other processes, which it drops
+// after a pid check: that cost, measured in the same run with only an idle
+// process selected, is taken out before dividing by the samples recorded,
+// so a busy machine does not inflate the figures.
 //
 //   build/bench/python_unwind_cost [SECONDS [PYTHON...]]   (root; default 5 s;
 //   default interpreters: pyenv's 2.7.18, 3.10.13, 3.12.1, 3.13.0)
@@ -36,17 +40,18 @@ constexpr int kDepth = 30;
 
 struct Cost {
   double ns_per_sample = -1, samples = 0, native_frames = 0, python_frames = 0, python_walks = 0;
+  double entry_runs = 0, ns_per_entry_run = 0;
 };
 
-Cost measure(const std::string& python, int seconds, const std::string& config) {
+// Records the processes `argv` starts (one per CPU) with --bpf-stats.
+// ns_per_sample: BPF run time less `dropped_run_ns` per run that recorded
+// nothing, per sample recorded.
+Cost measure(const std::vector<std::string>& argv, int seconds, const std::string& config, double dropped_run_ns) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   std::vector<pid_t> pids;
   std::string pid_args;
-  // A short spin at the bottom: samples land at every depth of the walk's
-  // cost, not only in the deepest frame.
   for (long c = 0; c < cpus; ++c) {
-    pids.push_back(spawn({python, OMNIPROF_PYTHON_RECURSION_SCRIPT, std::to_string(kDepth),
-                          std::to_string(seconds + 30), "2000"}));
+    pids.push_back(spawn(argv));
     pid_args += " -p " + std::to_string(pids.back());
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -58,8 +63,13 @@ Cost measure(const std::string& python, int seconds, const std::string& config) 
     waitpid(pid, nullptr, 0);
   }
   Cost cost;
-  cost.ns_per_sample = stat_counter(output, "bpf\\.ns_per_recorded_sample", -1);
   cost.samples = stat_counter(output, "samples_recorded");
+  cost.entry_runs = stat_counter(output, "bpf\\.entry_runs");
+  cost.ns_per_entry_run = stat_counter(output, "bpf\\.ns_per_entry_run");
+  if (cost.samples > 0) {
+    double run_ns = cost.entry_runs * cost.ns_per_entry_run - (cost.entry_runs - cost.samples) * dropped_run_ns;
+    cost.ns_per_sample = run_ns / cost.samples;
+  }
   cost.native_frames = stat_counter(output, "native\\.frames");
   cost.python_frames = stat_counter(output, "python\\.frames");
   cost.python_walks = stat_counter(output, "python\\.samples");
@@ -83,6 +93,11 @@ int main(int argc, char** argv) {
   std::ofstream(no_python) << "runtimes:\n  python: false\n";
   std::printf("BPF cost per sample (kernel run time / samples recorded), %d Python frames deep, %d s each\n", kDepth,
               seconds);
+  // Only sleeping processes selected: every run of the entry program drops
+  // its sample (another process, or an idle CPU).
+  const double dropped_run_ns =
+      measure({"sleep", std::to_string(seconds + 30)}, seconds, no_python, 0).ns_per_entry_run;
+  std::printf("entry program run that drops its sample: %.0f ns (subtracted below)\n", dropped_run_ns);
   std::printf("%-40s %9s %9s %12s %12s %13s %13s %9s\n", "interpreter", "py fr/s", "nat fr/s", "ns/sample",
               "native-only", "python ns", "ns/py frame", "samples");
   for (const std::string& python : pythons) {
@@ -90,8 +105,12 @@ int main(int argc, char** argv) {
       std::printf("%-40s not installed\n", python.c_str());
       continue;
     }
-    Cost with = measure(python, seconds, "");
-    Cost base = measure(python, seconds, no_python);
+    // A short spin at the bottom: samples land at every depth of the
+    // walk's cost, not only in the deepest frame.
+    const std::vector<std::string> argv = {python, OMNIPROF_PYTHON_RECURSION_SCRIPT, std::to_string(kDepth),
+                                           std::to_string(seconds + 30), "2000"};
+    Cost with = measure(argv, seconds, "", dropped_run_ns);
+    Cost base = measure(argv, seconds, no_python, dropped_run_ns);
     double py_frames = per_sample(with.python_frames, with.samples);
     double python_ns = with.ns_per_sample - base.ns_per_sample;
     std::printf("%-40s %9.1f %9.1f %12.0f %12.0f %13.0f %13.0f %9.0f\n", python.c_str(), py_frames,
