@@ -1,13 +1,14 @@
 // Throughput of a Python workload with and without the agent: one copy per
 // CPU of tests/workloads/python_recursion.py (30 Python frames deep, a short
 // spin at the bottom) counts its recursions per second, without the agent,
-// under `omniprof record` (whole machine) at 19 Hz and at 99 Hz, and without
-// the agent again, all in the same run: the two baselines show the noise.
+// under `omniprof record` (whole machine) at 19 Hz and at 99 Hz, in
+// interleaved rounds of the same run: the median of each, and the spread of
+// the rounds, which shows the noise.
 // The agent is started first and given a few seconds to describe the
 // machine, so its start-up is not charged to the workload.
 //
-//   build/bench/python_overhead [SECONDS [PYTHON]]   (root; default 10 s,
-//   pyenv's 3.12.1)
+//   build/bench/python_overhead [SECONDS [PYTHON [ROUNDS]]]   (root; default
+//   10 s, pyenv's 3.12.1, 3 rounds)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,24 +69,34 @@ double throughput(const std::string& python, int seconds, int hz) {
 int main(int argc, char** argv) {
   int seconds = argc > 1 ? std::max(3, atoi(argv[1])) : 10;
   std::string python = argc > 2 ? argv[2] : "/root/.pyenv/versions/3.12.1/bin/python";
+  int rounds = argc > 3 ? std::max(1, atoi(argv[3])) : 3;
   if (access(python.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "%s not installed\n", python.c_str());
     return 1;
   }
-  std::printf("%s, %ld copies, 30 frames deep, %d s per measurement\n", python.c_str(),
-              sysconf(_SC_NPROCESSORS_ONLN), seconds);
+  std::printf("%s, %ld copies, 30 frames deep, %d s per measurement, %d rounds\n", python.c_str(),
+              sysconf(_SC_NPROCESSORS_ONLN), seconds, rounds);
   struct Row {
     const char* name;
     int hz;
-    double rate = 0;
+    std::vector<double> rates;
   };
-  std::vector<Row> rows = {{"no agent", 0}, {"agent 19 Hz", 19}, {"agent 99 Hz", 99}, {"no agent (again)", 0}};
-  for (Row& row : rows) row.rate = throughput(python, seconds, row.hz);
-  const double baseline = (rows[0].rate + rows[3].rate) / 2;
-  std::printf("%-18s %16s %12s\n", "", "recursions/s", "vs baseline");
+  std::vector<Row> rows = {{"no agent", 0, {}}, {"agent 19 Hz", 19, {}}, {"agent 99 Hz", 99, {}}};
+  // Rounds interleave the conditions, so that a change of the machine's load
+  // during the run spreads over all of them; the median of each is shown.
+  for (int round = 0; round < rounds; ++round) {
+    for (Row& row : rows) row.rates.push_back(throughput(python, seconds, row.hz));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double baseline = median(rows[0].rates);
+  std::printf("%-14s %16s %12s %24s\n", "", "recursions/s", "vs baseline", "rounds (min .. max)");
   for (const Row& row : rows) {
-    std::printf("%-18s %16.0f %+11.2f%%\n", row.name, row.rate,
-                baseline > 0 ? 100.0 * (row.rate - baseline) / baseline : 0.0);
+    auto [low, high] = std::minmax_element(row.rates.begin(), row.rates.end());
+    std::printf("%-14s %16.0f %+11.2f%% %11.0f .. %-11.0f\n", row.name, median(row.rates),
+                baseline > 0 ? 100.0 * (median(row.rates) - baseline) / baseline : 0.0, *low, *high);
   }
   return 0;
 }
