@@ -32,8 +32,6 @@
 
 namespace {
 
-using omniprof::bench::run_shell;
-using omniprof::bench::spawn;
 using omniprof::bench::stat_counter;
 
 constexpr int kDepth = 30;
@@ -43,25 +41,11 @@ struct Cost {
   double entry_runs = 0, ns_per_entry_run = 0;
 };
 
-// Records the processes `argv` starts (one per CPU) with --bpf-stats.
+// Records one copy of `argv` per CPU with --bpf-stats.
 // ns_per_sample: BPF run time less `dropped_run_ns` per run that recorded
 // nothing, per sample recorded.
 Cost measure(const std::vector<std::string>& argv, int seconds, const std::string& config, double dropped_run_ns) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  std::vector<pid_t> pids;
-  std::string pid_args;
-  for (long c = 0; c < cpus; ++c) {
-    pids.push_back(spawn(argv));
-    pid_args += " -p " + std::to_string(pids.back());
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  std::string output = run_shell(std::string(OMNIPROF_BINARY) + " record --bpf-stats -d " + std::to_string(seconds) +
-                                 pid_args + " -o /tmp/omniprof-bench-python.pb.gz" +
-                                 (config.empty() ? "" : " --config " + config) + " 2>/dev/null");
-  for (pid_t pid : pids) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
+  std::string output = omniprof::bench::record_copies_per_cpu(OMNIPROF_BINARY, argv, seconds, config);
   Cost cost;
   cost.samples = stat_counter(output, "samples_recorded");
   cost.entry_runs = stat_counter(output, "bpf\\.entry_runs");
@@ -119,6 +103,5 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   unlink(no_python.c_str());
-  unlink("/tmp/omniprof-bench-python.pb.gz");
   return 0;
 }

@@ -33,6 +33,9 @@ def calibrate_loop(n):
     return total
 
 
+# The three hot functions do the same work on purpose: their shares are set
+# by how much each caller asks of it (5:3:2). Each spins in its own body, not
+# in a shared helper, so that it is the Python leaf of its samples.
 def hot_a(n):
     total = 0
     i = 0
