@@ -32,7 +32,7 @@ struct Config {
   // runtimes.<name>: a plugin whose `runtime` maps to false is disabled.
   std::map<std::string, bool> runtimes = {{"native", true}, {"python", true}, {"ruby", true}};
   std::vector<int32_t> pids;              // empty = the whole machine
-  uint32_t stack_traces_entries = 10240;  // maps.stack_traces
+  uint32_t stack_traces_entries = OMNIPROF_DEFAULT_STACK_TRACES;  // maps.stack_traces: fragments of 16 frames
   uint32_t stack_counts_entries = 10240;  // maps.stack_counts
   uint32_t process_entries = 4096;        // maps.processes
   // maps.unwind_memory_mb: unwind rows grow on demand, 1 MiB shard by shard,

@@ -227,18 +227,8 @@ omniprof_status debug_command(void* instance, const char* command, const char* a
 }
 
 omniprof_plugin make_entry() {
-  omniprof_plugin entry = omniprof::sdk::make_plugin_entry();
-  entry.name = "native";
-  entry.version = "0.3.0";
-  entry.runtime = "native";
-  entry.module_type = OMNIPROF_MODULE_NATIVE;
-  size_t size = 0;
-  entry.bpf_object = native_bpf__elf_bytes(&size);
-  entry.bpf_object_size = size;
-  entry.programs = kPrograms;
-  entry.num_programs = sizeof(kPrograms) / sizeof(kPrograms[0]);
-  entry.stat_names = kStatNames;
-  entry.num_stat_names = sizeof(kStatNames) / sizeof(kStatNames[0]);
+  omniprof_plugin entry =
+      omniprof::sdk::make_plugin_entry("native", "0.3.0", "native", OMNIPROF_MODULE_NATIVE, native_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
   entry.destroy = destroy;
   entry.load_executable = load_executable;

@@ -39,11 +39,11 @@ struct pyperf_code_key {
   omniprof_u32 reserved;
   omniprof_u64 code;
 };
-#define PYPERF_CODE_SEEN_ENTRIES 16384
+#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained every 200 ms by tick */
 
 /* python_thread_states: (pid << 32 | tid) -> the thread's PyThreadState
  * address, so a thread's state is searched for once, not per sample. */
-#define PYPERF_THREAD_STATE_ENTRIES 8192
+#define PYPERF_THREAD_STATE_ENTRIES 4096
 /* Thread states looked at per search of an interpreter's list. */
 #define PYPERF_MAX_THREADS 64
 

@@ -17,8 +17,8 @@ bool read_value(const ReadMemory& read, uint64_t address, T& value) {
   return read(address, &value, sizeof value);
 }
 
-PyError read_failed(const char* what, uint64_t address) {
-  return py_error(std::string("cannot read ") + what + " at " + hex(address));
+Error read_failed(const char* what, uint64_t address) {
+  return make_error(std::string("cannot read ") + what + " at " + hex(address));
 }
 
 void append_utf8(std::string& out, uint32_t cp) {
@@ -40,15 +40,15 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 // A length-prefixed byte string (PyBytesObject, or 2.7's PyStringObject).
-PyResult<std::vector<uint8_t>> read_byte_string(const ReadMemory& read, uint64_t address,
-                                                int64_t size_offset, int64_t data_offset,
-                                                std::size_t max_len) {
-  if (address == 0) return py_error("NULL bytes object");
+Result<std::vector<uint8_t>> read_byte_string(const ReadMemory& read, uint64_t address,
+                                              int64_t size_offset, int64_t data_offset,
+                                              std::size_t max_len) {
+  if (address == 0) return make_error("NULL bytes object");
   int64_t size = 0;
   if (!read_value(read, address + size_offset, size)) return read_failed("bytes size", address);
   if (size < 0 || static_cast<uint64_t>(size) > max_len) {
-    return py_error("bytes object at " + hex(address) + " claims " + std::to_string(size) +
-                    " bytes (limit " + std::to_string(max_len) + ")");
+    return make_error("bytes object at " + hex(address) + " claims " + std::to_string(size) +
+                      " bytes (limit " + std::to_string(max_len) + ")");
   }
   std::vector<uint8_t> bytes(static_cast<std::size_t>(size));
   if (size > 0 && !read(address + data_offset, bytes.data(), bytes.size())) {
@@ -59,10 +59,10 @@ PyResult<std::vector<uint8_t>> read_byte_string(const ReadMemory& read, uint64_t
 
 }  // namespace
 
-PyResult<std::string> read_python_string(const ReadMemory& read,
-                                         const PythonVersionOffsets& offsets, uint64_t address) {
+Result<std::string> read_python_string(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                       uint64_t address) {
   const PythonReaderOffsets& o = offsets.reader;
-  if (address == 0) return py_error("NULL string object");
+  if (address == 0) return make_error("NULL string object");
   if (offsets.major == 2) {
     auto bytes =
         read_byte_string(read, address, o.string_size, o.string_data, kMaxPythonStringChars);
@@ -78,15 +78,15 @@ PyResult<std::string> read_python_string(const ReadMemory& read,
   bool compact = (state >> o.unicode_compact_bit) & 1;
   bool ascii = (state >> o.unicode_ascii_bit) & 1;
   if (!compact)
-    return py_error("str at " + hex(address) + " is not compact (state " + hex(state) + ")");
+    return make_error("str at " + hex(address) + " is not compact (state " + hex(state) + ")");
   if (kind != 1 && kind != 2 && kind != 4) {
-    return py_error("str at " + hex(address) + " has kind " + std::to_string(kind));
+    return make_error("str at " + hex(address) + " has kind " + std::to_string(kind));
   }
   if (ascii && kind != 1)
-    return py_error("str at " + hex(address) + " is ASCII of kind " + std::to_string(kind));
+    return make_error("str at " + hex(address) + " is ASCII of kind " + std::to_string(kind));
   if (length < 0 || static_cast<uint64_t>(length) > kMaxPythonStringChars) {
-    return py_error("str at " + hex(address) + " claims " + std::to_string(length) +
-                    " characters (limit " + std::to_string(kMaxPythonStringChars) + ")");
+    return make_error("str at " + hex(address) + " claims " + std::to_string(length) +
+                      " characters (limit " + std::to_string(kMaxPythonStringChars) + ")");
   }
   std::size_t count = static_cast<std::size_t>(length);
   std::vector<uint8_t> raw(count * kind);
@@ -107,8 +107,8 @@ PyResult<std::string> read_python_string(const ReadMemory& read,
       std::memcpy(&cp, &raw[i * 4], 4);
     }
     if ((ascii && cp >= 0x80) || cp > 0x10ffff) {
-      return py_error("str at " + hex(address) + " holds " + hex(cp) + ", not a " +
-                      (ascii ? "ASCII character" : "code point"));
+      return make_error("str at " + hex(address) + " holds " + hex(cp) + ", not a " +
+                        (ascii ? "ASCII character" : "code point"));
     }
     // Lone surrogates (possible in a str, not in UTF-8) become U+FFFD.
     append_utf8(text, (cp >= 0xd800 && cp <= 0xdfff) ? 0xfffd : cp);
@@ -116,23 +116,22 @@ PyResult<std::string> read_python_string(const ReadMemory& read,
   return text;
 }
 
-PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
-                                          const PythonVersionOffsets& offsets,
-                                          uint64_t code_address) {
+Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                        uint64_t code_address) {
   const PythonReaderOffsets& o = offsets.reader;
-  if (code_address == 0) return py_error("NULL code object");
-  auto pointer_at = [&](int64_t offset, const char* what) -> PyResult<uint64_t> {
+  if (code_address == 0) return make_error("NULL code object");
+  auto pointer_at = [&](int64_t offset, const char* what) -> Result<uint64_t> {
     uint64_t value = 0;
     if (!read_value(read, code_address + offset, value)) return read_failed(what, code_address);
     return value;
   };
-  auto string_field = [&](int64_t offset, const char* what) -> PyResult<std::string> {
+  auto string_field = [&](int64_t offset, const char* what) -> Result<std::string> {
     auto pointer = pointer_at(offset, what);
     if (!pointer) return pointer.error();
     auto text = read_python_string(read, offsets, *pointer);
     if (!text)
-      return py_error(std::string(what) + " of code object " + hex(code_address) + ": " +
-                      text.error().message);
+      return make_error(std::string(what) + " of code object " + hex(code_address) + ": " +
+                        text.error().message);
     return text;
   };
 
@@ -155,8 +154,8 @@ PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
     return read_failed("co_firstlineno", code_address);
   }
   if (first_line < 0)
-    return py_error("code object " + hex(code_address) + " has co_firstlineno " +
-                    std::to_string(first_line));
+    return make_error("code object " + hex(code_address) + " has co_firstlineno " +
+                      std::to_string(first_line));
   info.first_line = first_line;
 
   info.format = line_table_format(offsets.major, offsets.minor);
@@ -167,22 +166,41 @@ PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
   int64_t data_offset = offsets.major == 2 ? o.string_data : o.bytes_data;
   auto table = read_byte_string(read, *table_pointer, size_offset, data_offset, kMaxLineTableBytes);
   if (!table)
-    return py_error("line table of code object " + hex(code_address) + ": " +
-                    table.error().message);
+    return make_error("line table of code object " + hex(code_address) + ": " +
+                      table.error().message);
   info.line_table = std::move(table.value());
+  if (o.co_code >= 0 && info.format != LineTableFormat::kLocations311) {
+    auto code_pointer = pointer_at(o.co_code, "co_code");
+    if (!code_pointer) return code_pointer.error();
+    int64_t code_size = 0;
+    if (*code_pointer == 0 || !read_value(read, *code_pointer + size_offset, code_size)) {
+      return read_failed("co_code size", code_address);
+    }
+    if (code_size <= 0 || static_cast<uint64_t>(code_size) > kMaxLineTableBytes * 64) {
+      return make_error("code object " + hex(code_address) + " claims " +
+                        std::to_string(code_size) + " bytes of co_code");
+    }
+    info.code_bytes = static_cast<uint64_t>(code_size);
+  }
   return info;
 }
 
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset) {
-  std::optional<int> line =
-      line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
+  // 3.10 counts code units, older versions bytes.
+  uint64_t offset_bytes = code.format == LineTableFormat::kLinetable310
+                              ? uint64_t{instruction_offset} * 2
+                              : uint64_t{instruction_offset};
+  std::optional<int> line;
+  if (code.code_bytes == 0 || offset_bytes < code.code_bytes) {
+    line = line_for_instruction(code.format, code.line_table, code.first_line, instruction_offset);
+  }
   return PythonFrameName{code.function, code.file, line.value_or(code.first_line)};
 }
 
-PyResult<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMemory& read,
-                                                      const PythonVersionOffsets& offsets,
-                                                      uint64_t code_address,
-                                                      uint32_t instruction_offset) {
+Result<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMemory& read,
+                                                    const PythonVersionOffsets& offsets,
+                                                    uint64_t code_address,
+                                                    uint32_t instruction_offset) {
   std::pair<uint32_t, uint64_t> key{pid, code_address};
   std::shared_ptr<const PythonCodeInfo> code;
   {
@@ -196,7 +214,7 @@ PyResult<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMe
     std::lock_guard lock(mutex_);
     ++reads_;
     if (!read_code)
-      return py_error("pid " + std::to_string(pid) + ": " + read_code.error().message);
+      return make_error("pid " + std::to_string(pid) + ": " + read_code.error().message);
     if (entries_.size() >= max_entries_) {
       entries_.clear();
       ++evictions_;

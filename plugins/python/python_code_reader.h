@@ -8,13 +8,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include "omniprof/support/result.h"
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "python_line_table.h"
 #include "python_offsets_table.h"
-#include "python_result.h"
 
 namespace omniprof::python {
 
@@ -35,6 +35,10 @@ struct PythonCodeInfo {
   int first_line = 0;    // co_firstlineno
   LineTableFormat format = LineTableFormat::kLocations311;
   std::vector<uint8_t> line_table;  // co_lnotab (up to 3.9) / co_linetable (3.10+)
+  // Bytes of co_code (up to 3.10): co_lnotab gives every offset past the last
+  // entry the last line, so offsets past the code are told apart here. 0: not
+  // read (3.11+, whose table ends with the code).
+  uint64_t code_bytes = 0;
 };
 
 struct PythonFrameName {
@@ -45,13 +49,12 @@ struct PythonFrameName {
 
 // A Python str object's text as UTF-8: a compact PyUnicode (3.x: ASCII or
 // UCS1/2/4) or, on 2.7, a PyStringObject (bytes, returned as they are).
-PyResult<std::string> read_python_string(const ReadMemory& read,
-                                         const PythonVersionOffsets& offsets, uint64_t address);
+Result<std::string> read_python_string(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                       uint64_t address);
 
 // The code object at `code_address`: names, file, first line and line table.
-PyResult<PythonCodeInfo> read_code_object(const ReadMemory& read,
-                                          const PythonVersionOffsets& offsets,
-                                          uint64_t code_address);
+Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVersionOffsets& offsets,
+                                        uint64_t code_address);
 
 // The frame's name from a decoded code object and the instruction offset.
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset);
@@ -63,9 +66,9 @@ class PythonCodeCache {
  public:
   explicit PythonCodeCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
 
-  PyResult<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
-                                       const PythonVersionOffsets& offsets, uint64_t code_address,
-                                       uint32_t instruction_offset);
+  Result<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
+                                     const PythonVersionOffsets& offsets, uint64_t code_address,
+                                     uint32_t instruction_offset);
   void drop_pid(uint32_t pid);
 
   std::size_t size() const;

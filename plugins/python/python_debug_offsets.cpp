@@ -87,13 +87,13 @@ static_assert(8 + kWordCount * 8 == kPyDebugOffsets313Size);
 
 }  // namespace
 
-PyResult<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) {
+Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) {
   if (image.size() < kPyDebugOffsets313Size) {
-    return py_error("_Py_DebugOffsets: " + std::to_string(image.size()) + " bytes, expected " +
-                    std::to_string(kPyDebugOffsets313Size));
+    return make_error("_Py_DebugOffsets: " + std::to_string(image.size()) + " bytes, expected " +
+                      std::to_string(kPyDebugOffsets313Size));
   }
   if (std::memcmp(image.data(), "xdebugpy", 8) != 0) {
-    return py_error("_Py_DebugOffsets: no \"xdebugpy\" cookie at the start of _PyRuntime");
+    return make_error("_Py_DebugOffsets: no \"xdebugpy\" cookie at the start of _PyRuntime");
   }
   auto word = [&](Word index) {
     uint64_t value;
@@ -105,11 +105,12 @@ PyResult<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) 
   if ((d.version >> 16) != 0x030d) {
     char text[32];
     std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(d.version));
-    return py_error(std::string("_Py_DebugOffsets: version ") + text +
-                    " is not 3.13 (the struct's layout changes with each minor version)");
+    return make_error(std::string("_Py_DebugOffsets: version ") + text +
+                      " is not 3.13 (the struct's layout changes with each minor version)");
   }
   d.free_threaded = word(kFreeThreaded);
-  if (d.free_threaded != 0) return py_error("_Py_DebugOffsets: free-threaded build, not supported");
+  if (d.free_threaded != 0)
+    return make_error("_Py_DebugOffsets: free-threaded build, not supported");
   d.runtime_interpreters_head = word(kRuntimeInterpretersHead);
   d.interp_threads_head = word(kInterpThreadsHead);
   d.interp_ceval_gil = word(kInterpCevalGil);
@@ -136,11 +137,11 @@ PyResult<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) 
   d.unicode_asciiobject_size = word(kUnicodeAsciiobjectSize);
   if (d.interp_gil_locked < d.interp_gil_runtime_state ||
       d.interp_gil_holder < d.interp_gil_runtime_state) {
-    return py_error("_Py_DebugOffsets: the GIL's fields lie before the GIL");
+    return make_error("_Py_DebugOffsets: the GIL's fields lie before the GIL");
   }
   PythonVersionOffsets probe;
   if (!apply_py_debug_offsets(d, probe))
-    return py_error("_Py_DebugOffsets: an offset does not fit its field");
+    return make_error("_Py_DebugOffsets: an offset does not fit its field");
   return d;
 }
 

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include "omniprof/support/result.h"
 #include <span>
 
 #include "python_offsets_table.h"
-#include "python_result.h"
 
 namespace omniprof::python {
 
@@ -48,7 +48,7 @@ struct PyDebugOffsets {
 // wrong cookie ("xdebugpy"), a version other than 3.13 (the layout changes
 // each minor version), a free-threaded build (other struct layouts), or
 // offsets too large for the BPF map's u16 fields.
-PyResult<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image);
+Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image);
 
 // Overwrites in `offsets` every field the debug offsets give (the GIL's
 // locked / last_holder as offsets inside struct _gil_runtime_state, like the

@@ -16,22 +16,23 @@ struct PythonElfFile::ElfHandle {
   Elf* elf;
 };
 
-PyResult<std::unique_ptr<PythonElfFile>> PythonElfFile::open(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return py_error("libelf: " + std::string(elf_errmsg(-1)));
+Result<std::unique_ptr<PythonElfFile>> PythonElfFile::open(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE)
+    return make_error("libelf: " + std::string(elf_errmsg(-1)));
   // Non-blocking and no controlling tty: the path comes from a process's
   // maps and could name a FIFO or device swapped in under us.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return py_error("cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) return make_error("cannot open " + path + ": " + std::strerror(errno));
   std::unique_ptr<PythonElfFile> file(new PythonElfFile());
   file->path_ = path;
   file->fd_ = fd;
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return py_error(path + ": not a regular file");
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return make_error(path + ": not a regular file");
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (!elf) return py_error(path + ": not an ELF file: " + elf_errmsg(-1));
+  if (!elf) return make_error(path + ": not an ELF file: " + elf_errmsg(-1));
   file->elf_ = new ElfHandle{elf};
   if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) {
-    return py_error(path + ": not a 64-bit ELF file");
+    return make_error(path + ": not a 64-bit ELF file");
   }
   return file;
 }
@@ -86,9 +87,9 @@ bool PythonElfFile::has_symbol_with_prefix(const std::string& prefix) const {
   });
 }
 
-PyResult<std::vector<uint8_t>> PythonElfFile::read_at(uint64_t vaddr, std::size_t len) const {
+Result<std::vector<uint8_t>> PythonElfFile::read_at(uint64_t vaddr, std::size_t len) const {
   std::size_t count = 0;
-  if (elf_getphdrnum(elf_->elf, &count) != 0) return py_error(path_ + ": no program headers");
+  if (elf_getphdrnum(elf_->elf, &count) != 0) return make_error(path_ + ": no program headers");
   for (std::size_t i = 0; i < count; ++i) {
     GElf_Phdr phdr;
     if (!gelf_getphdr(elf_->elf, static_cast<int>(i), &phdr) || phdr.p_type != PT_LOAD) continue;
@@ -98,16 +99,17 @@ PyResult<std::vector<uint8_t>> PythonElfFile::read_at(uint64_t vaddr, std::size_
     off_t offset = static_cast<off_t>(phdr.p_offset + (vaddr - phdr.p_vaddr));
     ssize_t n = pread(fd_, bytes.data(), len, offset);
     if (n != static_cast<ssize_t>(len))
-      return py_error(path_ + ": short read at file offset " + std::to_string(offset));
+      return make_error(path_ + ": short read at file offset " + std::to_string(offset));
     return bytes;
   }
-  return py_error(path_ + ": address 0x" +
-                  [&] {
-                    char hex[32];
-                    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(vaddr));
-                    return std::string(hex);
-                  }() +
-                  " (+" + std::to_string(len) + ") is not in a file-backed PT_LOAD segment");
+  return make_error(path_ + ": address 0x" +
+                    [&] {
+                      char hex[32];
+                      std::snprintf(hex, sizeof hex, "%llx",
+                                    static_cast<unsigned long long>(vaddr));
+                      return std::string(hex);
+                    }() +
+                    " (+" + std::to_string(len) + ") is not in a file-backed PT_LOAD segment");
 }
 
 std::optional<std::vector<uint8_t>> PythonElfFile::section(const std::string& name) const {

@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include "omniprof/support/result.h"
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "python_result.h"
 
 namespace omniprof::python {
 
@@ -21,7 +20,7 @@ struct ElfSymbolInfo {
 class PythonElfFile {
  public:
   // Opens `path` (a regular file, read-only) and checks it is a 64-bit ELF.
-  static PyResult<std::unique_ptr<PythonElfFile>> open(const std::string& path);
+  static Result<std::unique_ptr<PythonElfFile>> open(const std::string& path);
   ~PythonElfFile();
   PythonElfFile(const PythonElfFile&) = delete;
   PythonElfFile& operator=(const PythonElfFile&) = delete;
@@ -32,7 +31,7 @@ class PythonElfFile {
   bool has_symbol_with_prefix(const std::string& prefix) const;
   // `len` bytes at link-time address `vaddr`, read from the file (a PT_LOAD
   // segment's file-backed part).
-  PyResult<std::vector<uint8_t>> read_at(uint64_t vaddr, std::size_t len) const;
+  Result<std::vector<uint8_t>> read_at(uint64_t vaddr, std::size_t len) const;
   // The contents of the section named `name` (nullopt: no such section or NOBITS).
   std::optional<std::vector<uint8_t>> section(const std::string& name) const;
   const std::string& path() const { return path_; }

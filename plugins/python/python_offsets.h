@@ -39,12 +39,13 @@ enum python_frame_model {
 
 /* How the plugin tells, at sample time, whether the sampled thread holds the GIL. */
 enum python_gil_model {
-  /* 2.7: _PyThreadState_Current (gil_holder address) is the thread state that
-   * holds the GIL, NULL while it is released. */
+  /* 2.7, 3.6: _PyThreadState_Current is the thread state that holds the
+   * GIL, NULL while it is released (3.6 creates its GIL only when a second
+   * thread starts, so the GIL's own fields say nothing before that). */
   PYTHON_GIL_CURRENT_TSTATE = 1,
-  /* 3.6 to 3.11: the GIL's `locked` and `last_holder` sit at fixed addresses
-   * (3.6: the statics gil_locked / gil_last_holder; 3.7+: inside
-   * _PyRuntime.ceval.gil): held by T iff locked != 0 and last_holder == T. */
+  /* 3.7 to 3.11: the GIL's `locked` and `last_holder` sit at fixed
+   * addresses inside _PyRuntime.ceval.gil: held by T iff locked != 0 and
+   * last_holder == T. */
   PYTHON_GIL_STATIC = 2,
   /* 3.12+: each interpreter points at its GIL (interp + interp_ceval_gil);
    * locked and last_holder are at gil_locked / gil_last_holder inside it. */

@@ -369,18 +369,8 @@ void tick(void* instance) {
 }
 
 omniprof_plugin make_entry() {
-  omniprof_plugin entry = omniprof::sdk::make_plugin_entry();
-  entry.name = "python";
-  entry.version = "0.1.0";
-  entry.runtime = "python";
-  entry.module_type = OMNIPROF_MODULE_PYPERF;
-  size_t size = 0;
-  entry.bpf_object = python_bpf__elf_bytes(&size);
-  entry.bpf_object_size = size;
-  entry.programs = kPrograms;
-  entry.num_programs = sizeof(kPrograms) / sizeof(kPrograms[0]);
-  entry.stat_names = kStatNames;
-  entry.num_stat_names = sizeof(kStatNames) / sizeof(kStatNames[0]);
+  omniprof_plugin entry =
+      omniprof::sdk::make_plugin_entry("python", "0.1.0", "python", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
   entry.destroy = destroy;
   entry.detect_process = detect_process;

@@ -66,18 +66,18 @@ std::string PythonVersion::to_string() const {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
 }
 
-PyResult<PythonVersion> read_python_version(const std::string& path) {
+Result<PythonVersion> read_python_version(const std::string& path) {
   auto opened = PythonElfFile::open(path);
   if (!opened) return opened.error();
   const PythonElfFile& elf = *opened.value();
 
   if (auto symbol = elf.find_symbol("Py_Version")) {
     if (symbol->size != 8) {
-      return py_error(path + ": Py_Version is " + std::to_string(symbol->size) +
-                      " bytes, expected an 8-byte unsigned long");
+      return make_error(path + ": Py_Version is " + std::to_string(symbol->size) +
+                        " bytes, expected an 8-byte unsigned long");
     }
     auto bytes = elf.read_at(symbol->value, 8);
-    if (!bytes) return py_error(path + ": reading Py_Version: " + bytes.error().message);
+    if (!bytes) return make_error(path + ": reading Py_Version: " + bytes.error().message);
     uint64_t hex = 0;
     std::memcpy(&hex, bytes->data(), 8);  // little-endian host and file (x86-64, aarch64)
     PythonVersion version{static_cast<int>((hex >> 24) & 0xff),
@@ -86,7 +86,7 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
     if (version.major != 3 || (hex >> 32) != 0) {
       char text[32];
       std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(hex));
-      return py_error(path + ": Py_Version holds " + text + ", not a Python 3 version");
+      return make_error(path + ": Py_Version holds " + text + ", not a Python 3 version");
     }
     return version;
   }
@@ -97,10 +97,10 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
     abi_major = 2;
   else if (elf.has_symbol_with_prefix("PyUnicode_FromString"))
     abi_major = 3;
-  if (!abi_major) return py_error(path + ": no Python C API symbols (PyString_* / PyUnicode_*)");
+  if (!abi_major) return make_error(path + ": no Python C API symbols (PyString_* / PyUnicode_*)");
 
   auto rodata = elf.section(".rodata");
-  if (!rodata) return py_error(path + ": no .rodata section to find PY_VERSION in");
+  if (!rodata) return make_error(path + ": no .rodata section to find PY_VERSION in");
   auto candidates = version_strings(*rodata);
   std::optional<std::pair<int, int>> wanted = version_from_file_name(path);
   std::set<std::tuple<int, int, int>> matches;
@@ -114,7 +114,7 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
                              ? std::to_string(wanted->first) + "." + std::to_string(wanted->second)
                              : std::to_string(*abi_major) + ".x";
   if (matches.empty()) {
-    return py_error(path + ": no PY_VERSION string for " + expected + " in .rodata");
+    return make_error(path + ": no PY_VERSION string for " + expected + " in .rodata");
   }
   if (matches.size() > 1) {
     std::string list;
@@ -122,8 +122,8 @@ PyResult<PythonVersion> read_python_version(const std::string& path) {
       list += (list.empty() ? "" : ", ") + std::to_string(major) + "." + std::to_string(minor) +
               "." + std::to_string(micro);
     }
-    return py_error(path + ": ambiguous PY_VERSION strings for " + expected +
-                    " in .rodata: " + list);
+    return make_error(path + ": ambiguous PY_VERSION strings for " + expected +
+                      " in .rodata: " + list);
   }
   auto [major, minor, micro] = *matches.begin();
   return PythonVersion{major, minor, micro, "PY_VERSION string"};

@@ -2,9 +2,8 @@
 // its ELF file (stripped or not).
 #pragma once
 
+#include "omniprof/support/result.h"
 #include <string>
-
-#include "python_result.h"
 
 namespace omniprof::python {
 
@@ -27,6 +26,6 @@ struct PythonVersion {
 // ABI the exported symbols show (PyString_* for 2.x, PyUnicode_* for 3.x).
 // Errors name the file and why (no Python symbols, no version string,
 // ambiguous strings).
-PyResult<PythonVersion> read_python_version(const std::string& path);
+Result<PythonVersion> read_python_version(const std::string& path);
 
 }  // namespace omniprof::python

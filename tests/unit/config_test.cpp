@@ -51,7 +51,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
   EXPECT_EQ(config.runtimes,
             (std::map<std::string, bool>{{"native", true}, {"python", true}, {"ruby", true}}));
   EXPECT_TRUE(config.pids.empty());
-  EXPECT_EQ(config.stack_traces_entries, 10240u);
+  EXPECT_EQ(config.stack_traces_entries, 32768u);
   EXPECT_EQ(config.stack_counts_entries, 10240u);
   EXPECT_EQ(config.process_entries, 4096u);
   EXPECT_EQ(config.unwind_memory_mb, 48u);
@@ -126,7 +126,7 @@ TEST(ConfigTest, UnsetKeysKeepTheirDefaults) {
   Result<Config> config = parse("maps:\n  processes: 100\n");
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->process_entries, 100u);
-  EXPECT_EQ(config->stack_traces_entries, 10240u);
+  EXPECT_EQ(config->stack_traces_entries, 32768u);
   EXPECT_EQ(config->frequency_hz, kRunDefaultFrequencyHz);
 }
 

@@ -59,6 +59,31 @@ constexpr omniprof_plugin make_plugin_entry() {
   return entry;
 }
 
+// The entry's identity and BPF side in one call, for the usual plugin whose
+// programs and counter names are static arrays:
+//   auto entry = make_plugin_entry("python", "0.1.0", "python", OMNIPROF_MODULE_PYPERF,
+//                                  python_bpf__elf_bytes, kPrograms, kStatNames);
+// then set the hooks it has.
+template <size_t NumPrograms, size_t NumStats>
+omniprof_plugin make_plugin_entry(const char* name, const char* version, const char* runtime,
+                                  omniprof_module_type module_type, const void* (*bpf_elf_bytes)(size_t*),
+                                  const omniprof_program_slot (&programs)[NumPrograms],
+                                  const char* const (&stat_names)[NumStats]) {
+  omniprof_plugin entry = make_plugin_entry();
+  entry.name = name;
+  entry.version = version;
+  entry.runtime = runtime;
+  entry.module_type = module_type;
+  size_t size = 0;
+  entry.bpf_object = bpf_elf_bytes(&size);
+  entry.bpf_object_size = size;
+  entry.programs = programs;
+  entry.num_programs = NumPrograms;
+  entry.stat_names = stat_names;
+  entry.num_stat_names = NumStats;
+  return entry;
+}
+
 }  // namespace omniprof::sdk
 
 // Defines the one exported symbol. `expr` yields a `const omniprof_plugin*`

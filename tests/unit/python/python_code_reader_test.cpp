@@ -123,7 +123,7 @@ TEST_P(PythonCodeReader, LineTableDecoderAgreesWithCPythonOnEveryOffset) {
   }
 }
 
-TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
+TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
   const PyenvVersion& version = GetParam();
   OMNIPROF_REQUIRE_PYENV(version);
   const PythonVersionOffsets* offsets =
@@ -152,6 +152,17 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named->line, code.first_line);
     EXPECT_EQ(named->function, info->function);
+    if (version.minor_number() <= 10 || version.major() == 2) {
+      // Past the end of co_code (whose size the dump gives: one offset per
+      // byte, or per code unit on 3.10): the first line again.
+      ASSERT_GT(info->code_bytes, 0u);
+      uint32_t units = version.minor_number() == 10 && version.major() == 3 ? 2 : 1;
+      EXPECT_EQ(info->code_bytes, code.lines.size() * units) << code.name;
+      auto past = cache.name_frame(static_cast<uint32_t>(child->pid()), read, *offsets,
+                                   code.address, static_cast<uint32_t>(info->code_bytes / units));
+      ASSERT_TRUE(past);
+      EXPECT_EQ(past->line, code.first_line);
+    }
   }
   if (version.minor_number() >= 11) EXPECT_TRUE(saw_qualname);
   std::size_t cached = cache.size();
@@ -168,19 +179,7 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjects) {
   EXPECT_EQ(cache.size(), cached);
   cache.drop_pid(static_cast<uint32_t>(child->pid()));
   EXPECT_EQ(cache.size(), 0u);
-}
 
-TEST_P(PythonCodeReader, GarbageAddressesAreErrors) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
-  const PythonVersionOffsets* offsets =
-      shipped_table().find(version.major(), version.minor_number());
-  ASSERT_NE(offsets, nullptr);
-  auto child = start_dump(version, true);
-  ASSERT_TRUE(child);
-  Dump dump = parse_dump(*child);
-  ASSERT_FALSE(dump.codes.empty());
-  ReadMemory read = proc_mem_reader(child->pid());
   // Unmapped, NULL, and a real object that is not a code object (a code
   // object's address + 8: its fields are other fields).
   for (uint64_t address :
@@ -189,6 +188,19 @@ TEST_P(PythonCodeReader, GarbageAddressesAreErrors) {
     EXPECT_FALSE(info) << std::hex << address;
     if (!info) EXPECT_FALSE(info.error().message.empty());
   }
+  auto pid = static_cast<uint32_t>(child->pid());
+  auto garbage = cache.name_frame(pid, read, *offsets, 0xdead0000000, 0);
+  ASSERT_FALSE(garbage);
+  EXPECT_NE(garbage.error().message.find(std::to_string(pid)), std::string::npos);
+  EXPECT_EQ(cache.size(), 0u) << "failures are not cached";
+
+  // A full cache empties itself and counts it.
+  PythonCodeCache small(2);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(small.name_frame(pid, read, *offsets, dump.codes[i].address, 0));
+  }
+  EXPECT_EQ(small.evictions(), 1u);
+  EXPECT_EQ(small.size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, PythonCodeReader, ::testing::ValuesIn(pyenv_versions()),

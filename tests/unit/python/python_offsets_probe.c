@@ -60,7 +60,9 @@ int main(void) {
 #else
   KEY("frame_model", 3);
 #endif
-#if PY_MAJOR_VERSION == 2
+/* 2.7 and 3.6: _PyThreadState_Current says who holds the GIL (3.6 creates
+ * its GIL only once a second thread starts). */
+#if PY_VERSION_HEX < 0x03070000
   KEY("gil_model", 1);
 #elif PY_VERSION_HEX < 0x030C0000
   KEY("gil_model", 2);

@@ -1,7 +1,10 @@
 // Result<T>: the return type of every operation that can fail for a reason the
 // caller can recover from (bad input, a process that went away, a full map).
 // Fatal errors (a broken invariant, no BPF at all) are exceptions caught in main.
-#pragma once
+// In the SDK's helper library (header-only part) so that plugins use the same
+// type as the host. Never crosses the C plugin boundary.
+#ifndef OMNIPROF_RESULT_HPP
+#define OMNIPROF_RESULT_HPP
 
 #include <string>
 #include <utility>
@@ -56,3 +59,5 @@ class [[nodiscard]] Result<void> {
 inline Result<void> ok() { return Result<void>(); }
 
 }  // namespace omniprof
+
+#endif  // OMNIPROF_RESULT_HPP
