@@ -39,9 +39,7 @@ std::string python() {
 }
 
 double counter(const std::string& output, const std::string& name) {
-  std::smatch m;
-  if (std::regex_search(output, m, std::regex("\\n\\s*" + name + "\\s+(\\d+)"))) return std::stod(m[1]);
-  return 0;  // not printed: zero
+  return omniprof::bench::stat_counter(output, name);  // not printed: zero
 }
 
 struct Figures {

@@ -22,22 +22,12 @@
 #include <utility>
 #include <vector>
 
+#include "bench_support.h"
+
 namespace {
 
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
-
 long counter(const std::string& output, const std::string& name) {
-  std::smatch m;
-  if (std::regex_search(output, m, std::regex("\\n\\s*" + name + "\\s+(\\d+)"))) return std::stol(m[1]);
-  return -1;
+  return static_cast<long>(omniprof::bench::stat_counter(output, name, -1));
 }
 
 struct Cost {
@@ -47,31 +37,9 @@ struct Cost {
   long entry_runs = -1;
 };
 
-// One copy of the workload per CPU, so that (almost) every sample is one of
-// theirs: idle and filtered-out samples would otherwise share the run time.
 Cost measure(const std::string& omniprof, int depth, int seconds, const std::string& config) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  std::vector<pid_t> pids;
-  std::string pid_args;
-  for (long c = 0; c < cpus; ++c) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      std::string d = std::to_string(depth), s = std::to_string(seconds + 10);
-      execl(OMNIPROF_RECURSION_WORKLOAD, "recursion_nofp", s.c_str(), d.c_str(), nullptr);
-      _exit(127);
-    }
-    pids.push_back(pid);
-    pid_args += " -p " + std::to_string(pid);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::string command = omniprof + " record --bpf-stats -d " + std::to_string(seconds) +
-                        pid_args + " -o /tmp/omniprof-bench-unwind.pb.gz" +
-                        (config.empty() ? "" : " --config " + config) + " 2>/dev/null";
-  std::string output = run(command);
-  for (pid_t pid : pids) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
+  std::string output = omniprof::bench::record_copies_per_cpu(
+      omniprof, {OMNIPROF_RECURSION_WORKLOAD, std::to_string(seconds + 10), std::to_string(depth)}, seconds, config);
   Cost cost;
   cost.ns_per_sample = counter(output, "bpf\\.ns_per_recorded_sample");
   cost.entry_runs = counter(output, "bpf\\.entry_runs");
@@ -107,6 +75,5 @@ int main(int argc, char** argv) {
     }
   }
   unlink(no_native.c_str());
-  unlink("/tmp/omniprof-bench-unwind.pb.gz");
   return 0;
 }

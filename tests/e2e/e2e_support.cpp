@@ -90,6 +90,14 @@ BackgroundProcess::~BackgroundProcess() {
 
 void BackgroundProcess::signal(int sig) { kill(pid_, sig); }
 
+std::optional<int> BackgroundProcess::poll() {
+  if (reaped_) return std::nullopt;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  reaped_ = true;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int BackgroundProcess::wait() {
   int status = 0;
   waitpid(pid_, &status, 0);
@@ -106,13 +114,16 @@ std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid
   return out;
 }
 
-std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error) {
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options) {
   std::string home = temp_dir("gohome");
   setenv("HOME", home.c_str(), 0);
   setenv("GOCACHE", (home + "/cache").c_str(), 0);
   setenv("GOFLAGS", "-mod=mod", 0);
-  auto result = run_command({"go", "tool", "pprof", "-traces", "-sample_index=samples",
-                             "-symbolize=none", profile_path});
+  std::vector<std::string> argv = {"go", "tool", "pprof", "-traces", "-sample_index=samples", "-symbolize=none"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back(profile_path);
+  auto result = run_command(argv);
   std::vector<PprofTrace> traces;
   if (result.exit_code != 0) {
     if (error) *error = "go tool pprof failed: " + result.err;
@@ -153,6 +164,14 @@ std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std
   flush();
   if (traces.empty() && error) *error = "no traces in go tool pprof output: " + result.out.substr(0, 2000);
   return traces;
+}
+
+FrameLocation split_frame_location(const std::string& frame) {
+  // pprof appends " file:line"; an inlined frame also gets " (inline)".
+  static const std::regex located(R"(^(.*\S) (\S+):([0-9]+)( \(inline\))?$)");
+  std::smatch m;
+  if (!std::regex_match(frame, m, located)) return FrameLocation{frame, "", 0};
+  return FrameLocation{m[1], m[2], std::stoi(m[3])};
 }
 
 ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<std::string>& chain) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class BackgroundProcess {
   pid_t pid() const { return pid_; }
   void signal(int sig);
   int wait();  // exit code
+  // The exit code if the process has ended (it is then reaped), else nullopt.
+  std::optional<int> poll();
 
  private:
   pid_t pid_ = -1;
@@ -64,8 +67,20 @@ struct PprofTrace {
   int64_t count = 0;
   std::vector<std::string> frames;  // leaf first
 };
-// Reads a profile with `go tool pprof -traces -sample_index=samples`.
-std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error);
+// Reads a profile with `go tool pprof -traces -sample_index=samples`, plus
+// `options` (e.g. "-lines": each frame is then "function file:line" where
+// the profile has a file and line for it).
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options = {});
+
+// A frame of `go tool pprof -traces -lines` split into its function and its
+// "file:line" (file empty, line 0 when the frame has none).
+struct FrameLocation {
+  std::string function;
+  std::string file;
+  int line = 0;
+};
+FrameLocation split_frame_location(const std::string& frame);
 
 // The traces whose pid label is `pid`.
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid);

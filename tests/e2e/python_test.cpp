@@ -1,0 +1,501 @@
+// End-to-end: the Python plugin (pyperf) on every CPython interpreter the
+// project supports, checked through `go tool pprof -traces -lines`.
+//
+// One recording per interpreter serves all of its tests: the workloads
+// (tests/workloads/python_*.py) run side by side under one `omniprof record`,
+// and each test judges its own process's samples. tests/CMakeLists.txt runs
+// the tests of one interpreter as one ctest entry (one process), so the
+// recording is made once per interpreter.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_support.h"
+
+namespace omniprof::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Interpreter {
+  std::string name;  // cpython_3_12, debian_python3_11_stripped
+  std::string path;
+};
+
+// gtest prints the parameter of a failed test with this.
+void PrintTo(const Interpreter& python, std::ostream* out) { *out << python.path; }
+
+// OMNIPROF_PYTHON_INTERPRETERS: "name=path,name=path" (tests/CMakeLists.txt).
+std::vector<Interpreter> interpreters() {
+  std::vector<Interpreter> list;
+  std::istringstream entries(OMNIPROF_PYTHON_INTERPRETERS);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) list.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
+  }
+  return list;
+}
+
+std::string script(const std::string& name) { return std::string(OMNIPROF_TEST_SOURCE_DIR) + "/workloads/" + name; }
+
+// One frame of a sample: its function and, for Python frames, file and line.
+struct Sample {
+  std::map<std::string, std::string> labels;
+  int64_t count = 0;
+  std::vector<FrameLocation> frames;  // leaf first
+
+  std::string label(const std::string& key) const {
+    auto it = labels.find(key);
+    return it == labels.end() ? std::string() : it->second;
+  }
+  bool has(const std::string& function) const { return index_of(function) != frames.size(); }
+  size_t index_of(const std::string& function, size_t from = 0) const {
+    for (size_t i = from; i < frames.size(); ++i) {
+      if (frames[i].function == function) return i;
+    }
+    return frames.size();
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& [key, value] : labels) out += key + "=" + value + " ";
+    out += ":";
+    for (const auto& f : frames) out += " " + f.function + (f.line ? "@" + std::to_string(f.line) : "") + " <-";
+    return out;
+  }
+};
+
+bool is_python_frame(const FrameLocation& frame) {
+  return frame.function == "[unknown python]" ||
+         (frame.file.size() > 3 && frame.file.compare(frame.file.size() - 3, 3, ".py") == 0);
+}
+
+// The Python frames of a sample, leaf first.
+std::vector<FrameLocation> python_frames(const Sample& sample) {
+  std::vector<FrameLocation> out;
+  for (const auto& f : sample.frames) {
+    if (is_python_frame(f)) out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<std::string> function_names(const std::vector<FrameLocation>& frames) {
+  std::vector<std::string> names;
+  for (const auto& f : frames) names.push_back(f.function);
+  return names;
+}
+
+struct HotFunction {
+  std::string name;
+  int first_line = 0;  // the def
+  int last_line = 0;
+  int64_t oracle_samples = 0;
+};
+
+// Everything one interpreter's recording left to judge.
+struct Recording {
+  std::string failure;  // why the recording could not be judged; empty when it can
+  std::string record_output;
+  std::vector<Sample> samples;
+  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, exits = 0, native = 0;
+  std::optional<int> exits_status_at_record_end;  // the exiting process's exit code, if it had ended
+  std::vector<HotFunction> hot;                   // python_shares.py's own figures
+  std::map<std::string, std::string> thread_tids;  // thread_one_work -> its tid
+
+  std::vector<Sample> of_pid(pid_t pid) const {
+    std::vector<Sample> out;
+    for (const auto& s : samples) {
+      if (s.label("pid") == std::to_string(pid)) out.push_back(s);
+    }
+    return out;
+  }
+};
+
+constexpr int kRecursionDepth = 100;
+// Long enough for emulated guests, where omniprof takes seconds to start;
+// the workloads that write results are stopped with SIGTERM sooner.
+constexpr const char* kWorkloadSeconds = "120";
+constexpr const char* kExitingSeconds = "6";
+constexpr const char* kRecordSeconds = "8";
+// Eight busy threads share the CPUs: twice the usual rate gives each of them
+// enough samples to judge in one short recording.
+constexpr const char* kRecordHz = "199";
+
+std::string slurp(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+// Waits up to `limit` for a file the workload renames into place when whole.
+bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// True once PID has a perf event open (the agent samples from then on).
+bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
+  std::string proc = "/proc/" + std::to_string(pid);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    if (!fs::exists(proc, ec)) return false;
+    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+Recording make_recording(const Interpreter& python) {
+  Recording r;
+  const std::string dir = temp_dir("python-" + python.name);
+  const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+
+  // The shares are judged to 5 points, which takes many samples of that one
+  // thread, in long stretches on a CPU: it runs at a higher priority than
+  // the other workloads (eight busy threads in all, on two cores in CI).
+  // We are root; were we not, nice would say so and run it unchanged.
+  BackgroundProcess shares({"nice", "-n", "-5", python.path, script("python_shares.py"), kWorkloadSeconds, shares_out});
+  BackgroundProcess mixed({python.path, script("python_mixed.py"), kWorkloadSeconds, workload("libburn_cpu.so")});
+  BackgroundProcess recursion(
+      {python.path, script("python_recursion.py"), std::to_string(kRecursionDepth), kWorkloadSeconds});
+  BackgroundProcess threads({python.path, script("python_threads.py"), kWorkloadSeconds, threads_out});
+  BackgroundProcess exits({python.path, script("python_exits.py"), kExitingSeconds});
+  BackgroundProcess native({workload("chain"), kWorkloadSeconds});
+  r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
+  r.threads = threads.pid(), r.exits = exits.pid(), r.native = native.pid();
+  // The threads' tids are known once all three run; python_exits.py must
+  // have its SIGUSR1 handler before the signal comes.
+  if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
+    r.failure = "python_threads.py wrote no " + threads_out;
+    return r;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
+  for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.exits, r.native}) {
+    command += " -p " + std::to_string(pid);
+  }
+  command += " -o \"$1\" >\"$2\" 2>&1";
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
+  if (!wait_for_perf_events(record.pid(), std::chrono::seconds(120))) {
+    record.wait();
+    r.failure = "omniprof record never sampled: " + slurp(log);
+    return r;
+  }
+  // It burns CPU for kExitingSeconds from now and exits, seconds before the
+  // recording ends.
+  exits.signal(SIGUSR1);
+  const int record_status = record.wait();
+  r.record_output = slurp(log);
+  r.exits_status_at_record_end = exits.poll();
+  shares.signal(SIGTERM);
+  if (record_status != 0) {
+    r.failure = "omniprof record exited " + std::to_string(record_status) + ": " + r.record_output;
+    return r;
+  }
+  if (shares.wait() != 0 || !fs::exists(shares_out)) {
+    r.failure = "python_shares.py wrote no " + shares_out;
+    return r;
+  }
+  std::istringstream hot(slurp(shares_out));
+  HotFunction h;
+  while (hot >> h.name >> h.first_line >> h.last_line >> h.oracle_samples) r.hot.push_back(h);
+  std::istringstream tids(slurp(threads_out));
+  std::string name, tid;
+  while (tids >> name >> tid) r.thread_tids[name] = tid;
+
+  std::string error;
+  for (const PprofTrace& t : read_traces_with_go(profile, &error, {"-lines"})) {
+    Sample s{t.labels, t.count, {}};
+    for (const auto& frame : t.frames) s.frames.push_back(split_frame_location(frame));
+    r.samples.push_back(std::move(s));
+  }
+  if (r.samples.empty()) r.failure = error;
+  return r;
+}
+
+// The recording of one interpreter, made by the first of its tests.
+const Recording& recording_of(const Interpreter& python) {
+  static std::map<std::string, std::unique_ptr<Recording>> recordings;
+  auto& slot = recordings[python.name];
+  if (!slot) slot = std::make_unique<Recording>(make_recording(python));
+  return *slot;
+}
+
+// Declares `const Recording& r`: the recording of this test's interpreter.
+// Fails in CI and skips elsewhere when BPF, go or the interpreter is
+// missing.
+#define OMNIPROF_PYTHON_RECORDING(r)                                                         \
+  OMNIPROF_REQUIRE_BPF();                                                                    \
+  OMNIPROF_REQUIRE_GO();                                                                     \
+  if (access(GetParam().path.c_str(), X_OK) != 0) {                                          \
+    if (::omniprof::e2e::in_ci()) FAIL() << GetParam().path << " missing in CI";             \
+    GTEST_SKIP() << GetParam().path << " not installed";                                     \
+  }                                                                                          \
+  const Recording& r = recording_of(GetParam());                                             \
+  ASSERT_TRUE(r.failure.empty()) << r.failure
+
+class PythonProfileTest : public ::testing::TestWithParam<Interpreter> {};
+
+bool on_main_thread(const Sample& s) { return s.label("tid") == s.label("pid"); }
+
+TEST_P(PythonProfileTest, HotFunctionsHaveTheirFileLineCallersAndTheWorkloadsOwnShares) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  ASSERT_EQ(r.hot.size(), 3u) << "python_shares.py's figures";
+  const std::string file = script("python_shares.py");
+  std::map<std::string, int64_t> measured;
+  int64_t hot = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.shares)) {
+    if (!on_main_thread(s)) continue;  // the oracle thread
+    auto py = python_frames(s);
+    if (py.empty()) continue;
+    auto h = std::find_if(r.hot.begin(), r.hot.end(), [&](const HotFunction& f) { return f.name == py[0].function; });
+    // Only samples whose Python leaf is a hot function count, on both sides:
+    // the oracle counts those alone too.
+    if (h == r.hot.end()) continue;
+    measured[h->name] += s.count;
+    hot += s.count;
+    const std::string caller = "caller_" + h->name.substr(4);
+    bool ok = function_names(py) == std::vector<std::string>{h->name, caller, "main", "<module>"} &&
+              py[0].file == file && py[1].file == file && py[0].line > h->first_line && py[0].line <= h->last_line;
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(hot, 50) << "too few samples of the hot functions to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, hot * 95) << whole << " of " << hot << " samples have the hot function at a line of its body in "
+                                   << file << " under caller, main, <module>; one that does not: " << counterexample;
+  int64_t oracle = 0;
+  for (const HotFunction& h : r.hot) oracle += h.oracle_samples;
+  ASSERT_GE(oracle, 50) << "the workload's own sampler saw too little";
+  for (const HotFunction& h : r.hot) {
+    double ours = 100.0 * measured[h.name] / hot, theirs = 100.0 * h.oracle_samples / oracle;
+    EXPECT_NEAR(ours, theirs, 5.0) << h.name << ": omniprof " << measured[h.name] << " of " << hot
+                                   << " samples, sys._current_frames() " << h.oracle_samples << " of " << oracle;
+  }
+}
+
+// A native frame of the interpreter's sort: list_sort, list_sort_impl
+// (3.x), listsort (2.7); unnamed in a stripped interpreter, where only its
+// file is known.
+bool is_sort_frame(const FrameLocation& frame, const Interpreter& python) {
+  static const std::regex sort(R"((^|_)list_?sort)");
+  if (std::regex_search(frame.function, sort)) return true;
+  const bool stripped = python.name.find("_stripped") != std::string::npos;
+  return stripped && frame.function.rfind(fs::path(python.path).filename().string() + "+0x", 0) == 0;
+}
+
+// Whether frames (first, last) of `s` are all native.
+bool native_between(const Sample& s, size_t first, size_t last) {
+  for (size_t i = first + 1; i < last; ++i) {
+    if (is_python_frame(s.frames[i])) return false;
+  }
+  return true;
+}
+
+TEST_P(PythonProfileTest, SortKeyRunsAboveTheInterpretersNativeSortAboveItsCaller) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  int64_t key = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.mixed)) {
+    if (!on_main_thread(s) || !s.has("sort_key")) continue;
+    key += s.count;
+    size_t at_key = s.index_of("sort_key"), at_caller = s.index_of("sort_caller", at_key);
+    bool sort_between = false;
+    for (size_t i = at_key + 1; i < at_caller && i < s.frames.size(); ++i) sort_between |= is_sort_frame(s.frames[i], GetParam());
+    bool ok = at_caller < s.frames.size() && sort_between && native_between(s, at_key, at_caller) &&
+              function_names(python_frames(s)) == std::vector<std::string>{"sort_key", "sort_caller", "main", "<module>"};
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(key, 50) << "too few samples in sort_key to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, key * 90) << whole << " of " << key
+                                   << " samples have sort_key above native sort frames above sort_caller <- main <- "
+                                      "<module>; one that does not: " << counterexample;
+}
+
+TEST_P(PythonProfileTest, CtypesCallShowsTheCFunctionAboveItsPythonCaller) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  int64_t burn = 0, whole = 0, released = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.mixed)) {
+    if (!s.has("burn_cpu")) continue;
+    burn += s.count;
+    if (s.label("python_gil") == "released") released += s.count;
+    size_t at_burn = s.index_of("burn_cpu"), at_caller = s.index_of("call_burn", at_burn);
+    auto py = function_names(python_frames(s));
+    bool ok = at_caller < s.frames.size() && at_caller > at_burn + 1 && native_between(s, at_burn, at_caller) &&
+              py.size() >= 2 && py[0] == "call_burn" && py[1] == "burn_loop";
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(burn, 50) << "too few samples in burn_cpu to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, burn * 90) << whole << " of " << burn
+                                    << " samples have burn_cpu above ctypes' native frames above call_burn <- "
+                                       "burn_loop; one that does not: " << counterexample;
+  // ctypes releases the GIL around a call into a CDLL.
+  EXPECT_GT(released * 2, burn) << released << " of " << burn << " samples in burn_cpu labelled python_gil=released";
+}
+
+TEST_P(PythonProfileTest, HundredDeepRecursionHasEveryFrameDownToTheInterpretersMain) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  std::vector<std::string> expected(kRecursionDepth, "recurse");
+  expected.push_back("<module>");
+  static const std::set<std::string> entry_points = {"Py_BytesMain", "Py_Main", "_Py_UnixMain", "main"};
+  int64_t deep = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.recursion)) {
+    if (!s.has("recurse")) continue;
+    deep += s.count;
+    size_t at_module = s.index_of("<module>");
+    bool entry = false;
+    for (size_t i = at_module; i < s.frames.size(); ++i) entry |= entry_points.count(s.frames[i].function) > 0;
+    bool ok = function_names(python_frames(s)) == expected && entry && s.frames.back().function == "_start";
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(deep, 50) << "too few samples in recurse to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, deep * 90) << whole << " of " << deep << " samples have " << kRecursionDepth
+                                    << " recurse frames, <module>, the interpreter's main and _start; one that does "
+                                       "not: " << counterexample;
+}
+
+TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  const std::vector<std::string> works = {"thread_one_work", "thread_two_work", "thread_three_work"};
+  for (const auto& w : works) ASSERT_EQ(r.thread_tids.count(w), 1u) << "python_threads.py wrote no tid of " << w;
+  // The GIL's own hand-over (2.7 releases and takes it back every 100
+  // bytecodes; 3.x in take_gil/drop_gil): the thread is rightly without it
+  // there, and those samples are of the switch, not of the thread's work.
+  static const std::set<std::string> gil_switch = {"PyThread_acquire_lock", "PyThread_release_lock",
+                                                   "PyThread_acquire_lock_timed", "take_gil", "drop_gil"};
+  auto in_gil_switch = [&](const Sample& s) {
+    return std::any_of(s.frames.begin(), s.frames.end(),
+                       [&](const FrameLocation& f) { return gil_switch.count(f.function) > 0; });
+  };
+  std::map<std::string, int64_t> total, whole, held, released, working;
+  std::map<std::string, std::string> counterexample;
+  for (const Sample& s : r.of_pid(r.threads)) {
+    std::vector<std::string> present;
+    for (const auto& w : works) {
+      if (s.has(w)) present.push_back(w);
+    }
+    if (present.empty()) continue;
+    const std::string& w = present.front();
+    total[w] += s.count;
+    if (!in_gil_switch(s)) {
+      working[w] += s.count;
+      if (s.label("python_gil") == "held") held[w] += s.count;
+      if (s.label("python_gil") == "released") released[w] += s.count;
+    }
+    // thread_one_work is called by thread_one, and so on; no other thread's
+    // function may be in the stack.
+    auto py = function_names(python_frames(s));
+    bool ok = present.size() == 1 && s.label("tid") == r.thread_tids.at(w) && py.size() >= 2 && py[0] == w &&
+              py[1] == w.substr(0, w.size() - 5);
+    if (ok) {
+      whole[w] += s.count;
+    } else if (counterexample[w].empty()) {
+      counterexample[w] = s.text();
+    }
+  }
+  for (const auto& w : works) {
+    if (w == "thread_three_work") {
+      EXPECT_EQ(whole[w], total[w]) << w << ", tid " << r.thread_tids.at(w) << ": " << counterexample[w];
+      continue;  // asleep: few samples
+    }
+    ASSERT_GE(total[w], 50) << "too few samples of " << w << " to judge\n" << r.record_output;
+    EXPECT_GE(whole[w] * 100, total[w] * 95) << whole[w] << " of " << total[w] << " samples of " << w
+                                             << " carry tid " << r.thread_tids.at(w)
+                                             << " and that thread's stack alone; one that does not: "
+                                             << counterexample[w];
+  }
+  // Pure Python holds the GIL; zlib.compress releases it while it deflates.
+  EXPECT_GE(held["thread_one_work"] * 100, working["thread_one_work"] * 90)
+      << held["thread_one_work"] << " of " << working["thread_one_work"]
+      << " samples of thread_one_work outside the GIL's hand-over labelled python_gil=held";
+  EXPECT_GT(released["thread_two_work"] * 2, working["thread_two_work"])
+      << released["thread_two_work"] << " of " << working["thread_two_work"]
+      << " samples of thread_two_work outside the GIL's hand-over labelled python_gil=released";
+}
+
+TEST_P(PythonProfileTest, ProcessExitingWithinTheRoundKeepsItsFunctionNames) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  ASSERT_TRUE(r.exits_status_at_record_end.has_value()) << "python_exits.py was still running when the recording ended";
+  EXPECT_EQ(*r.exits_status_at_record_end, 0);
+  int64_t named = 0, unknown = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.exits)) {
+    auto py = python_frames(s);
+    if (py.empty()) continue;
+    if (function_names(py) == std::vector<std::string>{"exiting_hot", "exiting_caller", "<module>"}) {
+      named += s.count;
+    } else if (py[0].function == "[unknown python]" || py[0].function == "exiting_hot") {
+      unknown += s.count;
+      if (counterexample.empty()) counterexample = s.text();
+    }
+  }
+  ASSERT_GE(named + unknown, 50) << "too few samples of the exiting process to judge\n" << r.record_output;
+  EXPECT_LE(unknown * 100, (named + unknown) * 5)
+      << unknown << " of " << named + unknown
+      << " samples of exiting_hot's process lack exiting_hot <- exiting_caller <- <module>; one: " << counterexample;
+}
+
+TEST_P(PythonProfileTest, PlainCProgramBesideThemIsNotClaimed) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  int64_t total = 0, claimed = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.native)) {
+    total += s.count;
+    if (!s.label("python_gil").empty() || !python_frames(s).empty()) {
+      claimed += s.count;
+      if (counterexample.empty()) counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << r.record_output;
+  EXPECT_EQ(claimed, 0) << counterexample;
+  EXPECT_EQ(r.record_output.find("python: pid " + std::to_string(r.native)), std::string::npos) << r.record_output;
+  // The Python processes were walked by the plugin.
+  EXPECT_NE(r.record_output.find("python.frames"), std::string::npos) << r.record_output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, PythonProfileTest, ::testing::ValuesIn(interpreters()),
+                         [](const ::testing::TestParamInfo<Interpreter>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace omniprof::e2e
