@@ -231,25 +231,6 @@ TEST(DebugUnwindTableTest, ACorruptedFdeCostsThatFunctionOnlyAndIsReported) {
   EXPECT_GT(kept.size(), 10u);
 }
 
-// True once PID has a perf event open (the agent samples from then on);
-// false if it ends first or LIMIT passes.
-bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
-  namespace fs = std::filesystem;
-  std::string proc = "/proc/" + std::to_string(pid);
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream stat(proc + "/stat");
-    std::string pid_field, comm, state;
-    if (!(stat >> pid_field >> comm >> state) || state == "Z") return false;
-    std::error_code ec;
-    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
-      std::error_code link_ec;
-      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   OMNIPROF_REQUIRE_BPF();

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "bpf/bpf_support.h"
 
@@ -103,6 +105,24 @@ int BackgroundProcess::wait() {
   waitpid(pid_, &status, 0);
   reaped_ = true;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
+  namespace fs = std::filesystem;
+  std::string proc = "/proc/" + std::to_string(pid);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat(proc + "/stat");
+    std::string pid_field, comm, state;
+    if (!(stat >> pid_field >> comm >> state) || state == "Z") return false;
+    std::error_code ec;
+    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -81,6 +82,10 @@ struct FrameLocation {
   int line = 0;
 };
 FrameLocation split_frame_location(const std::string& frame);
+
+// True once PID has a perf event open (the agent samples from then on);
+// false if it ends first or LIMIT passes.
+bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit);
 
 // The traces whose pid label is `pid`.
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid);

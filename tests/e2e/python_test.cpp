@@ -151,21 +151,6 @@ bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
   return false;
 }
 
-// True once PID has a perf event open (the agent samples from then on).
-bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
-  std::string proc = "/proc/" + std::to_string(pid);
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::error_code ec;
-    if (!fs::exists(proc, ec)) return false;
-    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
-      std::error_code link_ec;
-      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 Recording make_recording(const Interpreter& python) {
   Recording r;
