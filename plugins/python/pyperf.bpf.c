@@ -175,11 +175,14 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   __u64 frame = state->interpreter_walk[WALK_FRAME];
   if (frame == 0) return STEP_DONE;
   __u64 code = 0, back = 0;
+  __u32 mark = (__u32)state->interpreter_walk[WALK_MARK];
   if (read_u64(frame + o->frame_code, &code) != 0 || read_u64(frame + o->frame_back, &back) != 0) {
+    /* A frame is there but cannot be read: it stays in the stack as a frame
+     * the reader cannot name ("[unknown python]"), and the walk ends. */
     omniprof_count(PYPERF_STAT_READ_FAILED);
+    omniprof_interpreter_frame(state, mark, 0, 0, OMNIPROF_FRAME_PYTHON);
     return STEP_DONE;
   }
-  __u32 mark = (__u32)state->interpreter_walk[WALK_MARK];
   __u32 detail = 0;
   bool last_of_call = false;
   if (o->frame_model == PYTHON_FRAME_OBJECT) {
@@ -212,11 +215,10 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
       last_of_call = is_entry != 0;
     }
   }
-  if (code == 0 || omniprof_interpreter_frame(state, mark, code, detail, OMNIPROF_FRAME_PYTHON) != 0) {
-    return code == 0 ? STEP_CONTINUE : STEP_DONE;
-  }
+  /* A frame without a code object is pushed too (named "[unknown python]"). */
+  if (omniprof_interpreter_frame(state, mark, code, detail, OMNIPROF_FRAME_PYTHON) != 0) return STEP_DONE;
   omniprof_count(PYPERF_STAT_FRAMES);
-  note_code_seen(state->key.pid, code);
+  if (code != 0) note_code_seen(state->key.pid, code);
   if (last_of_call) state->interpreter_walk[WALK_MARK] = mark + 1;
   state->interpreter_walk[WALK_FRAME] = back;
   return STEP_CONTINUE;
