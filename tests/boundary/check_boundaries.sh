@@ -88,7 +88,9 @@ check_includes() {
       if [[ -n $name_pattern && $include =~ $name_pattern ]]; then
         violation "$where: $role file includes \"$include\", which names a forbidden directory"
       fi
-    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file")
+    # A here-string, not < <(...): process substitution needs /dev/fd, which
+    # the kernel-matrix guests do not have.
+    done <<<"$(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file")"
   done
 }
 
@@ -116,9 +118,18 @@ for d in "$src"/plugins/*/ "$build"/plugins/*/; do
 done
 plugin_roots=${plugin_roots%:}
 
-mapfile -t plugin_files < <(sources_under "$src/plugins" "$src/tests/fixtures/plugins")
-mapfile -t sdk_files < <(sources_under "$src/sdk" "$src/bpf/include")
-mapfile -t host_files < <(sources_under "$src/host")
+# Lines of "$@"'s output as array elements, empty lines dropped (no
+# process substitution: see above).
+lines_of() {
+  local -n into=$1
+  shift
+  into=()
+  local line
+  while IFS= read -r line; do [[ -n $line ]] && into+=("$line"); done <<<"$("$@")"
+}
+lines_of plugin_files sources_under "$src/plugins" "$src/tests/fixtures/plugins"
+lines_of sdk_files sources_under "$src/sdk" "$src/bpf/include"
+lines_of host_files sources_under "$src/host"
 if [[ ${#plugin_files[@]} -eq 0 || ${#sdk_files[@]} -eq 0 || ${#host_files[@]} -eq 0 ]]; then
   echo "no sources found under $src/plugins, $src/sdk or $src/host: wrong SOURCE_DIR?" >&2
   exit 2
