@@ -443,10 +443,14 @@ TEST_P(PythonProfileTest, ProcessExitingWithinTheRoundKeepsItsFunctionNames) {
   OMNIPROF_PYTHON_RECORDING(r);
   ASSERT_TRUE(r.exits_status_at_record_end.has_value()) << "python_exits.py was still running when the recording ended";
   EXPECT_EQ(*r.exits_status_at_record_end, 0);
-  int64_t named = 0, unknown = 0;
+  int64_t named = 0, unknown = 0, all = 0;
   std::string counterexample;
+  std::map<std::string, int64_t> leaves;  // what the process's samples showed, for a failure
   for (const Sample& s : r.of_pid(r.exits)) {
+    all += s.count;
     auto py = python_frames(s);
+    leaves[py.empty() ? (s.frames.empty() ? "(no frames)" : "native " + s.frames.front().function)
+                      : py.front().function] += s.count;
     if (py.empty()) continue;
     if (function_names(py) == std::vector<std::string>{"exiting_hot", "exiting_caller", "<module>"}) {
       named += s.count;
@@ -455,7 +459,11 @@ TEST_P(PythonProfileTest, ProcessExitingWithinTheRoundKeepsItsFunctionNames) {
       if (counterexample.empty()) counterexample = s.text();
     }
   }
-  ASSERT_GE(named + unknown, 50) << "too few samples of the exiting process to judge\n" << r.record_output;
+  std::string seen;
+  for (const auto& [leaf, count] : leaves) seen += " " + leaf + "=" + std::to_string(count);
+  ASSERT_GE(named + unknown, 50) << "too few samples of the exiting process to judge: " << all
+                                 << " samples of pid " << r.exits << ", by leaf:" << seen << "\n"
+                                 << r.record_output;
   EXPECT_LE(unknown * 100, (named + unknown) * 5)
       << unknown << " of " << named + unknown
       << " samples of exiting_hot's process lack exiting_hot <- exiting_caller <- <module>; one: " << counterexample;
