@@ -240,7 +240,7 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   std::string dir = temp_dir("exit");
   std::string out = dir + "/profile.pb.gz", log = dir + "/record.log";
   BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log});
-  ASSERT_TRUE(wait_for_perf_events(record.pid(), std::chrono::seconds(120))) << "omniprof record never sampled";
+  ASSERT_TRUE(wait_for_sampling(record.pid(), log, std::chrono::seconds(120))) << "omniprof record never sampled";
   BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
   EXPECT_EQ(target.wait(), 0);
   int exit_code = record.wait();

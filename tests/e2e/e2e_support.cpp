@@ -107,19 +107,17 @@ int BackgroundProcess::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit) {
-  namespace fs = std::filesystem;
+bool wait_for_sampling(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
   std::string proc = "/proc/" + std::to_string(pid);
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream log(log_path);
+    for (std::string line; std::getline(log, line);) {
+      if (line.find(" sampling ") != std::string::npos) return true;
+    }
     std::ifstream stat(proc + "/stat");
     std::string pid_field, comm, state;
     if (!(stat >> pid_field >> comm >> state) || state == "Z") return false;
-    std::error_code ec;
-    for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
-      std::error_code link_ec;
-      if (fs::read_symlink(fd.path(), link_ec).string() == "anon_inode:[perf_event]") return true;
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;

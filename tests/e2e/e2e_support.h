@@ -83,9 +83,13 @@ struct FrameLocation {
 };
 FrameLocation split_frame_location(const std::string& frame);
 
-// True once PID has a perf event open (the agent samples from then on);
-// false if it ends first or LIMIT passes.
-bool wait_for_perf_events(pid_t pid, std::chrono::seconds limit);
+// True once the agent PID, whose stderr goes to LOG_PATH, samples: its log
+// says "sampling ..." (Agent::start, after the entry program is attached to
+// every CPU's event). Not the first perf event fd: attaching can take seconds
+// on a loaded PREEMPT_RT guest, and a workload started at the first fd could
+// run its course before any CPU samples it. False if PID ends first or LIMIT
+// passes.
+bool wait_for_sampling(pid_t pid, const std::string& log_path, std::chrono::seconds limit);
 
 // The traces whose pid label is `pid`.
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid);

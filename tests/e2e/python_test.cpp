@@ -185,7 +185,7 @@ Recording make_recording(const Interpreter& python) {
   }
   command += " -o \"$1\" >\"$2\" 2>&1";
   BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
-  if (!wait_for_perf_events(record.pid(), std::chrono::seconds(120))) {
+  if (!wait_for_sampling(record.pid(), log, std::chrono::seconds(120))) {
     record.wait();
     r.failure = "omniprof record never sampled: " + slurp(log);
     return r;
