@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "e2e_support.h"
+#include "profile_samples.h"
 
 namespace omniprof::e2e {
 namespace {
@@ -53,32 +54,6 @@ std::vector<Interpreter> interpreters() {
 
 std::string script(const std::string& name) { return std::string(OMNIPROF_TEST_SOURCE_DIR) + "/workloads/" + name; }
 
-// One frame of a sample: its function and, for Python frames, file and line.
-struct Sample {
-  std::map<std::string, std::string> labels;
-  int64_t count = 0;
-  std::vector<FrameLocation> frames;  // leaf first
-
-  std::string label(const std::string& key) const {
-    auto it = labels.find(key);
-    return it == labels.end() ? std::string() : it->second;
-  }
-  bool has(const std::string& function) const { return index_of(function) != frames.size(); }
-  size_t index_of(const std::string& function, size_t from = 0) const {
-    for (size_t i = from; i < frames.size(); ++i) {
-      if (frames[i].function == function) return i;
-    }
-    return frames.size();
-  }
-  std::string text() const {
-    std::string out;
-    for (const auto& [key, value] : labels) out += key + "=" + value + " ";
-    out += ":";
-    for (const auto& f : frames) out += " " + f.function + (f.line ? "@" + std::to_string(f.line) : "") + " <-";
-    return out;
-  }
-};
-
 bool is_python_frame(const FrameLocation& frame) {
   return frame.function == "[unknown python]" ||
          (frame.file.size() > 3 && frame.file.compare(frame.file.size() - 3, 3, ".py") == 0);
@@ -93,11 +68,6 @@ std::vector<FrameLocation> python_frames(const Sample& sample) {
   return out;
 }
 
-std::vector<std::string> function_names(const std::vector<FrameLocation>& frames) {
-  std::vector<std::string> names;
-  for (const auto& f : frames) names.push_back(f.function);
-  return names;
-}
 
 struct HotFunction {
   std::string name;
@@ -116,13 +86,7 @@ struct Recording {
   std::vector<HotFunction> hot;                   // python_shares.py's own figures
   std::map<std::string, std::string> thread_tids;  // thread_one_work -> its tid
 
-  std::vector<Sample> of_pid(pid_t pid) const {
-    std::vector<Sample> out;
-    for (const auto& s : samples) {
-      if (s.label("pid") == std::to_string(pid)) out.push_back(s);
-    }
-    return out;
-  }
+  std::vector<Sample> of_pid(pid_t pid) const { return samples_of_pid(samples, pid); }
 };
 
 constexpr int kRecursionDepth = 100;
@@ -213,11 +177,7 @@ Recording make_recording(const Interpreter& python) {
   while (tids >> name >> tid) r.thread_tids[name] = tid;
 
   std::string error;
-  for (const PprofTrace& t : read_traces_with_go(profile, &error, {"-lines"})) {
-    Sample s{t.labels, t.count, {}};
-    for (const auto& frame : t.frames) s.frames.push_back(split_frame_location(frame));
-    r.samples.push_back(std::move(s));
-  }
+  r.samples = read_samples(profile, &error);
   if (r.samples.empty()) r.failure = error;
   return r;
 }
