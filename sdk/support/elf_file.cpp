@@ -127,7 +127,8 @@ ElfFile::ElfFile(ElfFile&& other) noexcept
       elf_(std::exchange(other.elf_, nullptr)),
       elf_type_(other.elf_type_),
       machine_(other.machine_),
-      load_segments_(std::move(other.load_segments_)) {}
+      load_segments_(std::move(other.load_segments_)),
+      tls_segment_(other.tls_segment_) {}
 
 ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
   if (this != &other) {
@@ -138,6 +139,7 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     elf_type_ = other.elf_type_;
     machine_ = other.machine_;
     load_segments_ = std::move(other.load_segments_);
+    tls_segment_ = other.tls_segment_;
   }
   return *this;
 }
@@ -267,6 +269,8 @@ Result<void> ElfFile::validate() {
     }
     if (phdr.p_type == PT_LOAD) {
       load_segments_.push_back(LoadSegment{phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, phdr.p_memsz, phdr.p_flags});
+    } else if (phdr.p_type == PT_TLS) {
+      tls_segment_ = TlsSegment{phdr.p_vaddr, phdr.p_memsz, phdr.p_align ? phdr.p_align : 1};
     }
   }
   return ok();

@@ -39,6 +39,13 @@ struct LoadSegment {
   uint32_t flags = 0;  // PF_R | PF_W | PF_X
 };
 
+// The PT_TLS segment: the initial image of the file's thread-local block.
+struct TlsSegment {
+  uint64_t vaddr = 0;
+  uint64_t memsz = 0;
+  uint64_t align = 1;
+};
+
 struct DebugLink {
   std::string name;  // file name only, no directory
   uint32_t crc = 0;  // CRC32 of the whole debug file
@@ -73,6 +80,8 @@ class ElfFile {
   uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN, ...
   uint16_t machine() const { return machine_; }    // EM_X86_64, ...
   const std::vector<LoadSegment>& load_segments() const { return load_segments_; }
+  // nullopt when the file has no thread-local storage.
+  const std::optional<TlsSegment>& tls_segment() const { return tls_segment_; }
 
   // Defined symbols of .symtab and .dynsym (both, unfiltered for duplicates).
   // Function symbols need a nonzero address; undefined symbols are skipped.
@@ -109,6 +118,7 @@ class ElfFile {
   uint16_t elf_type_ = 0;
   uint16_t machine_ = 0;
   std::vector<LoadSegment> load_segments_;
+  std::optional<TlsSegment> tls_segment_;
 };
 
 // Bounds on compressed sections (SHF_COMPRESSED or .zdebug_*), checked on
