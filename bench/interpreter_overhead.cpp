@@ -1,14 +1,16 @@
-// Throughput of a Python workload with and without the agent: one copy per
-// CPU of tests/workloads/python_recursion.py (30 Python frames deep, a short
-// spin at the bottom) counts its recursions per second, without the agent,
+// Throughput of an interpreter workload with and without the agent: one copy
+// per CPU of tests/workloads/python_recursion.py or ruby_recursion.rb (30
+// frames deep, a short spin at the bottom) counts its recursions per second,
+// without the agent,
 // under `omniprof record` (whole machine) at 19 Hz and at 99 Hz, in
 // interleaved rounds of the same run: the median of each, and the spread of
 // the rounds, which shows the noise.
 // The agent is started first and given a few seconds to describe the
 // machine, so its start-up is not charged to the workload.
 //
-//   build/bench/python_overhead [SECONDS [PYTHON [ROUNDS]]]   (root; default
-//   10 s, pyenv's 3.12.1, 3 rounds)
+//   build/bench/interpreter_overhead RUNTIME [SECONDS [INTERPRETER [ROUNDS]]]
+//   (root; RUNTIME python or ruby; default 10 s, the runtime's last default
+//   interpreter (pyenv's 3.13.0, Debian's ruby3.1), 3 rounds)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,24 +25,25 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "interpreter_bench.h"
 
 namespace {
 
 using omniprof::bench::spawn;
 
 // Sum over the copies of their recursions per second; 0 if one failed.
-double throughput(const std::string& python, int seconds, int hz) {
+double throughput(const std::string& interpreter, const std::string& script, int seconds, int hz) {
   pid_t agent = 0;
   if (hz > 0) {
     agent = spawn({OMNIPROF_BINARY, "record", "-F", std::to_string(hz), "-d", std::to_string(seconds + 120), "-o",
-                   "/tmp/omniprof-bench-python-overhead.pb.gz"});
+                   "/tmp/omniprof-bench-interpreter-overhead.pb.gz"});
     std::this_thread::sleep_for(std::chrono::seconds(4));
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   std::vector<std::pair<pid_t, std::string>> copies;
   for (long c = 0; c < cpus; ++c) {
-    std::string out = "/tmp/omniprof-bench-python-overhead-" + std::to_string(c) + ".txt";
-    copies.push_back({spawn({python, OMNIPROF_PYTHON_RECURSION_SCRIPT, "30", std::to_string(seconds), "2000"},
+    std::string out = "/tmp/omniprof-bench-interpreter-overhead-" + std::to_string(c) + ".txt";
+    copies.push_back({spawn({interpreter, script, "30", std::to_string(seconds), "2000"},
                             out.c_str()),
                       out});
   }
@@ -59,7 +62,7 @@ double throughput(const std::string& python, int seconds, int hz) {
   if (agent > 0) {
     kill(agent, SIGINT);
     waitpid(agent, nullptr, 0);
-    unlink("/tmp/omniprof-bench-python-overhead.pb.gz");
+    unlink("/tmp/omniprof-bench-interpreter-overhead.pb.gz");
   }
   return ok ? total : 0;
 }
@@ -67,14 +70,20 @@ double throughput(const std::string& python, int seconds, int hz) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = argc > 1 ? std::max(3, atoi(argv[1])) : 10;
-  std::string python = argc > 2 ? argv[2] : "/root/.pyenv/versions/3.12.1/bin/python";
-  int rounds = argc > 3 ? std::max(1, atoi(argv[3])) : 3;
-  if (access(python.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "%s not installed\n", python.c_str());
+  const auto runtimes = omniprof::bench::interpreter_runtimes();
+  const auto* runtime = argc > 1 ? omniprof::bench::find_interpreter_runtime(runtimes, argv[1]) : nullptr;
+  if (!runtime) {
+    std::fprintf(stderr, "usage: interpreter_overhead python|ruby [SECONDS [INTERPRETER [ROUNDS]]]\n");
+    return 2;
+  }
+  int seconds = argc > 2 ? std::max(3, atoi(argv[2])) : 10;
+  std::string interpreter = argc > 3 ? argv[3] : runtime->default_interpreters.back();
+  int rounds = argc > 4 ? std::max(1, atoi(argv[4])) : 3;
+  if (access(interpreter.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "%s not installed\n", interpreter.c_str());
     return 1;
   }
-  std::printf("%s, %ld copies, 30 frames deep, %d s per measurement, %d rounds\n", python.c_str(),
+  std::printf("%s, %ld copies, 30 frames deep, %d s per measurement, %d rounds\n", interpreter.c_str(),
               sysconf(_SC_NPROCESSORS_ONLN), seconds, rounds);
   struct Row {
     const char* name;
@@ -85,7 +94,7 @@ int main(int argc, char** argv) {
   // Rounds interleave the conditions, so that a change of the machine's load
   // during the run spreads over all of them; the median of each is shown.
   for (int round = 0; round < rounds; ++round) {
-    for (Row& row : rows) row.rates.push_back(throughput(python, seconds, row.hz));
+    for (Row& row : rows) row.rates.push_back(throughput(interpreter, runtime->recursion_script, seconds, row.hz));
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
