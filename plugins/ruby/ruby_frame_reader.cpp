@@ -132,20 +132,37 @@ class ObjectReader {
     return length == 0 || read_(address, buffer, length);
   }
 
-  Result<std::string> string(uint64_t value) {
-    if (!is_heap_pointer(value)) return make_error("not a String: " + hex(value));
-    auto flags = u64(value, "String flags");
+  // The flags of the heap object `value`, checked to be of `type`.
+  Result<uint64_t> object_flags(uint64_t value, uint64_t type, const char* type_name) {
+    if (!is_heap_pointer(value)) return make_error(std::string("not a ") + type_name + ": " + hex(value));
+    auto flags = u64(value, "object flags");
     if (!flags) return flags.error();
-    if ((*flags & kTypeMask) != kTypeString) return make_error(hex(value) + " is not a String (flags " + hex(*flags) + ")");
+    if ((*flags & kTypeMask) != type) {
+      return make_error(hex(value) + " is not a" + (type == kTypeArray ? "n " : " ") + type_name + " (flags " + hex(*flags) + ")");
+    }
+    return flags;
+  }
+
+  // A String's or Array's heap part: its length and its data pointer.
+  Result<std::pair<uint64_t, uint64_t>> heap_length_and_pointer(uint64_t value, int64_t length_offset,
+                                                                int64_t pointer_offset) {
+    auto length = u64(value + length_offset, "length");
+    if (!length) return length.error();
+    auto pointer = u64(value + pointer_offset, "data pointer");
+    if (!pointer) return pointer.error();
+    return std::pair{*length, *pointer};
+  }
+
+  Result<std::string> string(uint64_t value) {
+    auto flags = object_flags(value, kTypeString, "String");
+    if (!flags) return flags.error();
     int64_t length = 0;
     uint64_t data = 0;
     if (*flags & static_cast<uint64_t>(o_.string_noembed_flag)) {
-      auto len = u64(value + o_.string_len, "String length");
-      auto ptr = u64(value + o_.string_heap_ptr, "String pointer");
-      if (!len) return len.error();
-      if (!ptr) return ptr.error();
-      length = static_cast<int64_t>(*len);
-      data = *ptr;
+      auto heap = heap_length_and_pointer(value, o_.string_len, o_.string_heap_ptr);
+      if (!heap) return heap.error();
+      length = static_cast<int64_t>(heap->first);
+      data = heap->second;
     } else {
       if (o_.string_embed_len_shift >= 0) {
         length = static_cast<int64_t>((*flags >> o_.string_embed_len_shift) & static_cast<uint64_t>(o_.string_embed_len_mask));
@@ -166,22 +183,18 @@ class ObjectReader {
 
   // Element `index` of an Array.
   Result<uint64_t> array_element(uint64_t value, uint64_t index) {
-    if (!is_heap_pointer(value)) return make_error("not an Array: " + hex(value));
-    auto flags = u64(value, "Array flags");
+    auto flags = object_flags(value, kTypeArray, "Array");
     if (!flags) return flags.error();
-    if ((*flags & kTypeMask) != kTypeArray) return make_error(hex(value) + " is not an Array (flags " + hex(*flags) + ")");
     uint64_t length = 0;
     uint64_t elements = 0;
     if (*flags & static_cast<uint64_t>(o_.array_embed_flag)) {
       length = (*flags >> o_.array_embed_len_shift) & static_cast<uint64_t>(o_.array_embed_len_mask);
       elements = value + o_.array_embed_ary;
     } else {
-      auto len = u64(value + o_.array_heap_len, "Array length");
-      auto ptr = u64(value + o_.array_heap_ptr, "Array pointer");
-      if (!len) return len.error();
-      if (!ptr) return ptr.error();
-      length = *len;
-      elements = *ptr;
+      auto heap = heap_length_and_pointer(value, o_.array_heap_len, o_.array_heap_ptr);
+      if (!heap) return heap.error();
+      length = heap->first;
+      elements = heap->second;
     }
     if (index >= length) return make_error("Array " + hex(value) + " has " + std::to_string(length) + " elements, not " +
                                             std::to_string(index + 1));
@@ -220,6 +233,9 @@ class ObjectReader {
     if (!bytes(*entries + *start * o_.st_entry_size, raw.data(), raw.size())) return std::nullopt;
     for (std::size_t i = 0; i < count; ++i) {
       const uint8_t* entry = raw.data() + i * o_.st_entry_size;
+      // st.c marks a deleted entry with hash RESERVED_HASH_VAL (all ones;
+      // the hash is st_table_entry's first field).
+      if (load_u64(entry) == ~uint64_t{0}) continue;
       uint64_t key = load_u64(entry + o_.st_entry_key);
       auto key_name = id_name(key);  // a deleted entry's key is garbage: it does not name `name`
       if (key_name && *key_name == name) return load_u64(entry + o_.st_entry_record);
@@ -284,11 +300,14 @@ class ObjectReader {
     }
   }
 
-  // A method entry's owner and (with `want_name`) its name.
+  // A method entry's owner and (with `want_name`) its name. Without
+  // `want_name` something else (the cref of <main> or <class:Foo>) is a
+  // method without an owner rather than an error.
   Result<MethodInfo> method(uint64_t entry, bool want_name) {
     auto flags = u64(entry, "method entry flags");
     if (!flags) return flags.error();
     if ((*flags & kTypeMask) != kTypeImemo || ((*flags >> kFlUshift) & kImemoMask) != kImemoMethodEntry) {
+      if (!want_name) return MethodInfo{};
       return make_error("method entry " + hex(entry) + " is not one (flags " + hex(*flags) + ")");
     }
     MethodInfo method;

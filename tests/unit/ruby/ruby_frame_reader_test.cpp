@@ -15,9 +15,9 @@
 namespace omniprof::ruby {
 namespace {
 
-// What spin.rb printed: its stack as CRuby's caller_locations names it.
+// What a workload printed about its stack.
 struct ExpectedFrame {
-  std::string label;  // CRuby 3.1's label: "block in bar", "times"
+  std::string label;  // spin.rb: CRuby 3.1's label ("block in bar", "times"); sleep.rb: the name itself
   std::string path;
   int line = 0;
 };
@@ -28,13 +28,16 @@ const std::map<std::string, std::string> kQualified = {
     {"bar", "Foo#bar"},   {"baz", "Foo.baz"},                   {"<main>", "<main>"},
 };
 
-// A spinning spin.rb and what reading it needs.
+// A running workload (spin.rb unless a test says otherwise) and what
+// reading it needs.
 class LiveRuby : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start("spin.rb", kQualified.size()); }
+
+  void start(const std::string& script, std::size_t frames) {
     OMNIPROF_REQUIRE_RUBY();
     std::string error;
-    auto started = test::RubyProcess::start(std::string(OMNIPROF_RUBY_TEST_DIR) + "/spin.rb", error);
+    auto started = test::RubyProcess::start(std::string(OMNIPROF_RUBY_TEST_DIR) + "/" + script, error);
     ASSERT_TRUE(started) << error;
     process_.emplace(std::move(*started));
     for (const std::string& line : process_->lines()) {
@@ -43,7 +46,7 @@ class LiveRuby : public ::testing::Test {
       ASSERT_EQ(parts.size(), 3u) << line;
       expected_.push_back({parts[0], parts[1], std::stoi(parts[2])});
     }
-    ASSERT_EQ(expected_.size(), kQualified.size());
+    ASSERT_EQ(expected_.size(), frames);
     auto elf = ElfFile::open(test::kLibruby);
     ASSERT_TRUE(elf) << elf.error().message;
     libruby_.emplace(std::move(*elf));
@@ -59,21 +62,21 @@ class LiveRuby : public ::testing::Test {
   uint32_t pid() const { return static_cast<uint32_t>(process_->pid()); }
   const RubyVersionOffsets& offsets() const { return test::shipped_offsets(3, 1, 2); }
 
-  // The walk once the spinning frame is innermost (the script prints
+  // The walk once `innermost` is the innermost frame (the script prints
   // "ready" just before it gets there).
-  std::vector<RubyFrameRecord> spinning_frames() {
+  std::vector<RubyFrameRecord> spinning_frames(const std::string& innermost = "Foo#spin") {
     RubyFrameCache cache;
     for (int attempt = 0; attempt < 100; ++attempt) {
       auto frames = test::walk_main_thread(read_, *libruby_, bias_, offsets());
       EXPECT_TRUE(frames) << frames.error().message;
       if (!frames) return {};
       if (!frames->empty()) {
-        auto innermost = cache.name_frame(pid(), read_, offsets(), addresses_, frames->front());
-        if (innermost && innermost->function == "Foo#spin") return *frames;
+        auto name = cache.name_frame(pid(), read_, offsets(), addresses_, frames->front());
+        if (name && name->function == innermost) return *frames;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ADD_FAILURE() << "spin.rb never reached Foo#spin";
+    ADD_FAILURE() << "the workload never reached " << innermost;
     return {};
   }
 
@@ -105,6 +108,28 @@ TEST_F(LiveRuby, NamesFramesAsCrubyWith34sClassNames) {
     }
   }
   EXPECT_EQ(frames[2].detail, RBPERF_DETAIL_CFUNC);  // Integer#times is a C function in 3.1
+}
+
+class SleepingRuby : public LiveRuby {
+ protected:
+  void SetUp() override { start("sleep.rb", 4); }
+};
+
+// Modules, singleton methods of a module and top-level methods: Kernel.sleep
+// (a C function of Kernel's singleton class), Waiter.wait_here,
+// Object#top_level.
+TEST_F(SleepingRuby, NamesModulesAndTopLevelMethods) {
+  std::vector<RubyFrameRecord> frames = spinning_frames("Kernel.sleep");
+  ASSERT_GE(frames.size(), expected_.size());
+  RubyFrameCache cache;
+  for (std::size_t i = 0; i < expected_.size(); ++i) {
+    SCOPED_TRACE("frame " + std::to_string(i) + " (" + expected_[i].label + ")");
+    auto name = cache.name_frame(pid(), read_, offsets(), addresses_, frames[i]);
+    ASSERT_TRUE(name) << name.error().message;
+    EXPECT_EQ(name->function, expected_[i].label);
+    EXPECT_EQ(name->file, expected_[i].path);
+    EXPECT_EQ(name->line, expected_[i].line);
+  }
 }
 
 TEST_F(LiveRuby, ATinyCacheStillNamesEveryFrame) {
