@@ -1,0 +1,75 @@
+// What the ruby plugin's tests share: Debian's ruby 3.1 (skipped where it is
+// not installed, a failure under CI=true), a ruby process running a script,
+// and a walk of its main thread's control frames the way rbperf's BPF walk
+// records them (rbperf.h), so the reader can be tested on live frames.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "omniprof/support/elf_file.h"
+#include "ruby_frame_reader.h"
+
+namespace omniprof::ruby::test {
+
+inline constexpr const char* kRuby = "/usr/bin/ruby";
+inline constexpr const char* kLibruby = "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2";
+
+// Empty if Debian's ruby 3.1 is installed; else the reason, after failing
+// the current test under CI=true (GTEST_SKIP is the caller's: see the macro).
+std::string missing_ruby();
+#define OMNIPROF_REQUIRE_RUBY()                                     \
+  do {                                                              \
+    std::string missing = ::omniprof::ruby::test::missing_ruby();   \
+    if (!missing.empty()) GTEST_SKIP() << missing;                  \
+  } while (0)
+
+// The shipped offsets file's entry for `major.minor.patch`.
+const RubyVersionOffsets& shipped_offsets(int major, int minor, int patch);
+
+// `ruby SCRIPT` with its stdout on a pipe; killed and reaped on destruction.
+class RubyProcess {
+ public:
+  // Starts it and collects its stdout lines up to and including "ready";
+  // nullopt (and `error`) if it exits first.
+  static std::optional<RubyProcess> start(const std::string& script, std::string& error);
+  RubyProcess(RubyProcess&& other) noexcept;
+  RubyProcess& operator=(RubyProcess&&) = delete;
+  ~RubyProcess();
+
+  pid_t pid() const { return pid_; }
+  const std::vector<std::string>& lines() const { return lines_; }
+  // SIGKILL and reap now.
+  void kill_and_wait();
+
+ private:
+  RubyProcess(pid_t pid, std::FILE* out) : pid_(pid), stdout_(out) {}
+  pid_t pid_ = -1;
+  std::FILE* stdout_ = nullptr;
+  std::vector<std::string> lines_;
+};
+
+// Reads `pid`'s memory (process_vm_readv, /proc/PID/mem as fallback).
+ReadMemory process_reader(pid_t pid);
+
+// The load bias of `path` in `pid` (its offset-0 mapping's start minus the
+// first PT_LOAD's page), nullopt if it is not mapped.
+std::optional<uint64_t> load_bias(pid_t pid, const ElfFile& elf);
+
+// The frames of the main thread of a ruby 3.1 process, innermost first, as
+// rbperf records them: iseq frames (address = iseq, detail = pc index,
+// method_entry = the local env's ep[-2]) and C function frames (address =
+// detail's method entry). Reaches the EC through ruby_current_vm_ptr ->
+// vm->ractor.main_thread -> thread->ec (offsets of 3.1 only, kept here).
+Result<std::vector<RubyFrameRecord>> walk_main_thread(const ReadMemory& read, const ElfFile& libruby, uint64_t bias,
+                                                     const RubyVersionOffsets& offsets);
+
+std::vector<std::string> split(const std::string& text, char separator);
+
+}  // namespace omniprof::ruby::test
