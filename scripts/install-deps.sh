@@ -17,6 +17,8 @@ PACKAGES=(
   # runtimes the unwinder is checked against (clang and llvm above also
   # bring libLLVM-14 and libclang-cpp-14, the big executables of the e2e test)
   ruby python3 nodejs
+  # CRuby embedded in a C program (the ruby plugin's e2e tests): ruby.h
+  ruby-dev
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
   # the kernel matrix (scripts/kernel-matrix.sh): QEMU, a static busybox

@@ -25,11 +25,15 @@ enum rbperf_stat {
 
 /* A Ruby frame (struct omniprof_frame, kind OMNIPROF_FRAME_RUBY):
  * - an instruction sequence frame: address = the rb_iseq_t, detail = the
- *   pc's index into its iseq_encoded (VALUEs, < 2^31);
+ *   pc as a VALUE index, (pc >> 3) & RBPERF_DETAIL_PC_MASK: the reader gets
+ *   the index into the iseq's instructions as
+ *   (detail - (iseq_encoded >> 3)) & RBPERF_DETAIL_PC_MASK (an iseq is far
+ *   shorter than 2^29 VALUEs);
  * - a C function called from Ruby (VM_FRAME_MAGIC_CFUNC): address = its
  *   rb_callable_method_entry_t, detail = RBPERF_DETAIL_CFUNC;
  * - a frame that could not be read: address 0 ("[unknown ruby]"). */
 #define RBPERF_DETAIL_CFUNC 0x80000000u
+#define RBPERF_DETAIL_PC_MASK 0x1fffffffu
 
 /* ruby_frames_seen: each (process, address) the walk pushed, for the plugin
  * to read while the process lives (its tick drains the map). The value is

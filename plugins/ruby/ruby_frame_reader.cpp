@@ -57,6 +57,7 @@ struct IseqInfo {
   int type = 0;
   int first_lineno = 0;
   uint32_t iseq_size = 0;
+  uint64_t iseq_encoded = 0;  // where its instructions are: the walk records the pc (rbperf.h)
   std::vector<int32_t> lines;         // insns_info.body[i].line_no
   std::vector<uint32_t> positions;    // insns_info.positions, when still present
   std::vector<uint8_t> succ_table;    // the succinct index table's bytes otherwise
@@ -116,7 +117,12 @@ class ObjectReader {
  public:
   ObjectReader(const ReadMemory& read, const RubyVersionOffsets& offsets, const RubyProcessAddresses& addresses,
                std::map<uint64_t, std::string>& id_names)
-      : read_(read), o_(offsets.reader), iseq_body_(offsets.bpf.iseq_body), addresses_(addresses), id_names_(id_names) {}
+      : read_(read),
+        o_(offsets.reader),
+        iseq_body_(offsets.bpf.iseq_body),
+        iseq_encoded_(offsets.bpf.body_iseq_encoded),
+        addresses_(addresses),
+        id_names_(id_names) {}
 
   Result<uint64_t> u64(uint64_t address, const char* what) {
     uint64_t value;
@@ -346,6 +352,9 @@ class ObjectReader {
     info.type = static_cast<int>(*type);
     info.iseq_size = *size;
     if (*size > kMaxIseqSize) return make_error(where + "iseq_size " + std::to_string(*size) + " is implausible");
+    auto encoded = u64(*body + iseq_encoded_, "iseq_encoded");
+    if (!encoded) return make_error(where + encoded.error().message);
+    info.iseq_encoded = *encoded;
 
     auto label_value = u64(*body + o_.body_location_label, "label");
     if (!label_value) return make_error(where + "label unreadable: " + label_value.error().message);
@@ -419,6 +428,7 @@ class ObjectReader {
   const ReadMemory& read_;
   const RubyReaderOffsets& o_;
   uint64_t iseq_body_;
+  uint64_t iseq_encoded_;
   const RubyProcessAddresses& addresses_;
   std::map<uint64_t, std::string>& id_names_;
 };
@@ -516,9 +526,11 @@ Result<RubyFrameName> RubyFrameCache::name_frame(uint32_t pid, const ReadMemory&
     ++impl_->entries;
   }
   std::shared_ptr<const IseqInfo> iseq = cached_iseq->second;
-  if (frame.detail > iseq->iseq_size) {
-    return make_error(where + "iseq " + hex(frame.address) + ": pc index " + std::to_string(frame.detail) +
-                      " past its " + std::to_string(iseq->iseq_size) + " VALUEs");
+  // rbperf.h: the walk records the pc's VALUE index modulo 2^29.
+  const uint32_t pc_index = (frame.detail - static_cast<uint32_t>(iseq->iseq_encoded >> 3)) & RBPERF_DETAIL_PC_MASK;
+  if (pc_index > iseq->iseq_size) {
+    return make_error(where + "iseq " + hex(frame.address) + ": pc index " + std::to_string(pc_index) + " past its " +
+                      std::to_string(iseq->iseq_size) + " VALUEs");
   }
 
   MethodInfo method;  // no method entry, or one that cannot be read: the label alone
@@ -537,7 +549,7 @@ Result<RubyFrameName> RubyFrameCache::name_frame(uint32_t pid, const ReadMemory&
   RubyFrameName name;
   name.function = qualify(*iseq, method);
   name.file = iseq->path;
-  name.line = iseq->line_at(frame.detail);
+  name.line = iseq->line_at(pc_index);
   return name;
 }
 

@@ -151,10 +151,6 @@ Result<std::vector<RubyFrameRecord>> walk_main_thread(const ReadMemory& read, co
       continue;
     }
     if (*iseq == 0 || *pc == 0) continue;
-    auto body = u64(*iseq + o.iseq_body, "iseq->body");
-    if (!body) return body.error();
-    auto encoded = u64(*body + o.body_iseq_encoded, "body->iseq_encoded");
-    if (!encoded) return encoded.error();
     // The local env: follow ep[-1] (tagged) until VM_ENV_FLAG_LOCAL.
     uint64_t local = *ep;
     for (int depth = 0; depth < 64; ++depth) {
@@ -167,7 +163,7 @@ Result<std::vector<RubyFrameRecord>> walk_main_thread(const ReadMemory& read, co
     }
     auto entry = u64(local + 8 * RUBY_VM_ENV_INDEX_ME_CREF, "local ep[-2]");
     if (!entry) return entry.error();
-    frames.push_back({*iseq, static_cast<uint32_t>((*pc - *encoded) / 8), *entry});
+    frames.push_back({*iseq, static_cast<uint32_t>(*pc >> 3) & RBPERF_DETAIL_PC_MASK, *entry});
   }
   return frames;
 }

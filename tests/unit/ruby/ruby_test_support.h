@@ -63,7 +63,7 @@ ReadMemory process_reader(pid_t pid);
 std::optional<uint64_t> load_bias(pid_t pid, const ElfFile& elf);
 
 // The frames of the main thread of a ruby 3.1 process, innermost first, as
-// rbperf records them: iseq frames (address = iseq, detail = pc index,
+// rbperf records them: iseq frames (address = iseq, detail = the pc's VALUE index mod 2^29,
 // method_entry = the local env's ep[-2]) and C function frames (address =
 // detail's method entry). Reaches the EC through ruby_current_vm_ptr ->
 // vm->ractor.main_thread -> thread->ec (offsets of 3.1 only, kept here).

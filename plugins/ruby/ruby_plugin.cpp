@@ -1,0 +1,445 @@
+// rbperf: the Ruby plugin. Its BPF program (rbperf.bpf.c) walks the sampled
+// thread's CRuby control frames; this side finds CRuby in a process (the
+// ruby executable, or a libruby it maps), tells the walk how that thread
+// reaches its execution context and which offsets its version has, reads
+// the frames the walk met while the process lives (tick), and names them
+// (symbolize_frame).
+//
+// Threading: the host holds this instance's lock for every hook call
+// (plugin.h), so nothing here takes a lock of its own beyond what the
+// reader's cache does.
+#include <bpf/bpf.h>
+#include <elf.h>
+#include <omniprof/plugin.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "omniprof/offsets.hpp"
+#include "omniprof/support/elf_file.h"
+#include "omniprof/support/tls_variable.h"
+#include "rbperf.h"
+#include "ruby.skel.h"
+#include "ruby_frame_reader.h"
+#include "ruby_offsets.h"
+#include "ruby_offsets_table.h"
+#include "ruby_version.h"
+
+namespace {
+
+namespace rb = omniprof::ruby;
+
+// bpf_loop walk where the kernel has it (5.17+), else the tail-call one.
+const omniprof_program_slot kPrograms[] = {
+    {"ruby_unwind_loop", OMNIPROF_SLOT_RUBY, OMNIPROF_PROGRAM_NEEDS_BPF_LOOP},
+    {"ruby_unwind", OMNIPROF_SLOT_RUBY, 0},
+};
+
+// In the order of enum rbperf_stat.
+const char* const kStatNames[] = {
+    "samples", "frames", "no_offsets", "no_ec", "read_failed", "truncated", "frames_seen_full",
+};
+static_assert(sizeof(kStatNames) / sizeof(kStatNames[0]) == RBPERF_STAT_END - RBPERF_STAT_SAMPLES);
+
+// How the file lets a thread reach its execution context (enum ruby_ec_model).
+struct EcAccess {
+  uint32_t model = 0;
+  std::optional<omniprof::TlsVariableAccess> tls;  // RUBY_EC_TLS_*
+  uint64_t global = 0;                             // GLOBAL_POINTER / MAIN_RACTOR: ELF vaddr
+};
+
+// What one file (by file id) says about CRuby: nothing, or where its VM
+// lives. Read once per file.
+struct RubyFile {
+  bool is_ruby = false;
+  // A CRuby that cannot be walked (a libruby, or an executable with a
+  // ruby_version): worth a log line, unlike the small ruby executable of a
+  // build against libruby.so, which has no VM of its own.
+  bool unusable_ruby = false;
+  std::string why_not;
+  rb::RubyVersion version;
+  std::string version_text;
+  std::pair<uint64_t, uint64_t> vm_exec_range;  // ELF vaddr [start, end) of rb_vm_exec
+  EcAccess ec;
+  uint64_t global_symbols = 0;  // ELF vaddr, 0 if not found (C functions then go unnamed)
+};
+
+struct RubyProcess {
+  rb::RubyVersionOffsets offsets;
+  rb::RubyProcessAddresses addresses;
+  std::string version;
+};
+
+class RubyPlugin {
+ public:
+  RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
+      : host_(host), log_(host), table_(std::move(table)) {
+    offsets_fd_ = host->private_map_fd(host->host, "ruby_offsets");
+    frames_seen_fd_ = host->private_map_fd(host->host, "ruby_frames_seen");
+  }
+
+  omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
+  void gone(int32_t pid) {
+    processes_.erase(pid);
+    cache_.drop_pid(static_cast<uint32_t>(pid));
+    unsupported_logged_.erase(pid);
+    for (auto it = method_entries_.lower_bound({pid, 0}); it != method_entries_.end() && it->first.first == pid;) {
+      it = method_entries_.erase(it);
+    }
+  }
+  omniprof_status symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol, char* error);
+  void tick();
+
+ private:
+  const RubyFile& file_info(uint64_t file_id, const std::string& path, const std::string& name, bool main_executable);
+  rb::ReadMemory reader(int32_t pid) const {
+    return [host = host_, pid](uint64_t address, void* buffer, std::size_t len) {
+      return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
+    };
+  }
+  std::optional<uint32_t> offsets_index(const ruby_offsets& offsets, std::string* error);
+  bool ec_data(int32_t pid, const RubyFile& info, uint64_t bias, omniprof_process_attach& attach, std::string* why);
+  struct SeenFrame {
+    int32_t pid;
+    uint64_t address, method_entry;
+  };
+  std::vector<SeenFrame> drain_frames_seen();
+  void log_unsupported(int32_t pid, const std::string& comm, const std::string& what) {
+    if (!unsupported_logged_.insert(pid).second) return;
+    log_.warn("ruby: pid " + std::to_string(pid) + " (" + comm + "): " + what + "; its native frames are still walked");
+  }
+
+  const omniprof_host_api* host_;
+  omniprof::sdk::HostLog log_;
+  rb::RubyOffsetsTable table_;
+  int offsets_fd_ = -1;
+  int frames_seen_fd_ = -1;
+  std::unordered_map<uint64_t, RubyFile> files_;
+  std::vector<ruby_offsets> stored_offsets_;  // index = key in ruby_offsets
+  std::unordered_map<int32_t, RubyProcess> processes_;
+  std::set<int32_t> unsupported_logged_;
+  // (pid, frame address) -> the method entry the walk saw with it (rbperf.h).
+  std::map<std::pair<int32_t, uint64_t>, uint64_t> method_entries_;
+  rb::RubyFrameCache cache_;
+  // The strings of the last symbolize_frame answer (valid until the next call).
+  std::string last_function_, last_file_;
+};
+
+// A name the process gives a CRuby file: ruby, ruby3.1, libruby.so.3.1,
+// libruby-3.1.so.3.1.2, libruby-static... (not ruby's extension libraries).
+bool ruby_named(const std::string& name) {
+  std::string base = std::filesystem::path(name).filename().string();
+  static const std::regex pattern(R"(^(ruby([0-9]+(\.[0-9]+)*)?|libruby(-[0-9.]+)?\.so(\.[0-9]+)*)$)");
+  return std::regex_match(base, pattern);
+}
+
+// Fills `info` from the ELF file at `path`; returns why it is not a usable
+// CRuby, empty when it is.
+std::string read_ruby_file(const std::string& path, const std::string& name, bool main_executable, RubyFile& info) {
+  info.unusable_ruby = !main_executable;
+  auto elf = omniprof::ElfFile::open(path);
+  if (!elf) return elf.error().message;
+  auto symbol = [&](const char* wanted) -> std::optional<omniprof::ElfSymbol> {
+    auto found = elf->find_symbol(wanted);
+    return found ? *found : std::nullopt;
+  };
+  auto version = rb::read_ruby_version(*elf);
+  if (version) info.unusable_ruby = true;
+  if (!version) {
+    // The ruby executable of a build against libruby.so has no VM of its
+    // own: the library that follows it in the maps is the one.
+    return name + ": " + version.error().message;
+  }
+  // 3.0+ exports rb_vm_exec; 2.6 and 2.7 call it vm_exec (in .symtab only).
+  auto exec = symbol("rb_vm_exec");
+  if (!exec) exec = symbol("vm_exec");
+  if (!exec) return name + ": neither rb_vm_exec nor vm_exec found (a stripped build?)";
+  info.version = *version;
+  info.version_text = version->to_string();
+  info.vm_exec_range = {exec->value, exec->value + std::max<uint64_t>(exec->size, 1)};
+
+  if (auto tls = symbol("ruby_current_ec"); tls && tls->type == STT_TLS) {
+    auto access = omniprof::find_tls_variable(*elf, "ruby_current_ec", main_executable);
+    if (!access) return access.error().message;
+    info.ec.tls = *access;
+    info.ec.model = access->kind == omniprof::TlsAccessKind::kModuleSlot ? RUBY_EC_TLS_DTV : RUBY_EC_TLS_TP_OFFSET;
+  } else if (auto global = symbol("ruby_current_execution_context_ptr")) {
+    info.ec.model = RUBY_EC_GLOBAL_POINTER;
+    info.ec.global = global->value;
+  } else if (auto ractor = symbol("ruby_single_main_ractor")) {
+    info.ec.model = RUBY_EC_MAIN_RACTOR;
+    info.ec.global = ractor->value;
+  } else {
+    return name + ": no ruby_current_ec, ruby_current_execution_context_ptr or ruby_single_main_ractor";
+  }
+  if (auto symbols = rb::find_global_symbols(*elf)) info.global_symbols = *symbols;
+  info.is_ruby = true;
+  return "";
+}
+
+const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path, const std::string& name,
+                                      bool main_executable) {
+  if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
+  RubyFile info;
+  info.why_not = read_ruby_file(path, name, main_executable, info);
+  if (file_id == 0) {
+    static RubyFile scratch;
+    scratch = std::move(info);
+    return scratch;
+  }
+  return files_.emplace(file_id, std::move(info)).first->second;
+}
+
+std::optional<uint32_t> RubyPlugin::offsets_index(const ruby_offsets& offsets, std::string* error) {
+  for (size_t i = 0; i < stored_offsets_.size(); ++i) {
+    if (std::memcmp(&stored_offsets_[i], &offsets, sizeof(offsets)) == 0) return static_cast<uint32_t>(i);
+  }
+  if (stored_offsets_.size() >= RUBY_MAX_VERSIONS) {
+    *error = "ruby_offsets is full (" + std::to_string(RUBY_MAX_VERSIONS) + " layouts)";
+    return std::nullopt;
+  }
+  uint32_t index = static_cast<uint32_t>(stored_offsets_.size());
+  if (offsets_fd_ < 0 || bpf_map_update_elem(offsets_fd_, &index, &offsets, BPF_ANY) != 0) {
+    *error = "cannot write ruby_offsets[" + std::to_string(index) + "]: " + std::strerror(errno);
+    return std::nullopt;
+  }
+  stored_offsets_.push_back(offsets);
+  return index;
+}
+
+// The process data that gets the walk to a thread's EC. For TLS reached
+// through a GOT slot, the slot's value is what the loader wrote in this
+// process (the module id, or the offset from the thread pointer).
+bool RubyPlugin::ec_data(int32_t pid, const RubyFile& info, uint64_t bias, omniprof_process_attach& attach,
+                         std::string* why) {
+  attach.interpreter_data[RBPERF_DATA_EC_MODEL] = info.ec.model;
+  if (info.ec.tls) {
+    const auto& tls = *info.ec.tls;
+    if (tls.kind == omniprof::TlsAccessKind::kTpOffset) {
+      attach.interpreter_data[RBPERF_DATA_EC_A] = static_cast<uint64_t>(tls.tp_offset);
+      return true;
+    }
+    uint64_t slot = 0;
+    if (!reader(pid)(tls.slot_vaddr + bias, &slot, sizeof(slot))) {
+      *why = "cannot read the TLS slot of ruby_current_ec at " + std::to_string(tls.slot_vaddr + bias);
+      return false;
+    }
+    if (tls.kind == omniprof::TlsAccessKind::kModuleSlot) {
+      if (slot == 0) {
+        *why = "the loader has not yet given libruby a TLS module id";
+        return false;
+      }
+      attach.interpreter_data[RBPERF_DATA_EC_A] = slot;
+      attach.interpreter_data[RBPERF_DATA_EC_B] = tls.offset_in_block;
+    } else {
+      attach.interpreter_data[RBPERF_DATA_EC_A] = slot;  // the variable's offset from the thread pointer
+    }
+    return true;
+  }
+  attach.interpreter_data[RBPERF_DATA_EC_A] = info.ec.global + bias;
+  return true;
+}
+
+omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_process_attach& attach, char* error) {
+  const omniprof_mapping* found = nullptr;
+  const RubyFile* info = nullptr;
+  const RubyFile* unusable = nullptr;
+  for (size_t i = 0; i < process.num_mappings; ++i) {
+    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
+    if (!name || !ruby_named(name)) continue;
+    bool main_executable = std::string(name).find("libruby") == std::string::npos;
+    const RubyFile& candidate = file_info(process.mappings[i].file_id, process.mappings[i].path, name, main_executable);
+    if (!candidate.is_ruby) {  // e.g. a ruby executable whose VM is in libruby
+      if (candidate.unusable_ruby && !unusable) unusable = &candidate;
+      continue;
+    }
+    found = &process.mappings[i];
+    info = &candidate;
+    break;
+  }
+  const int32_t pid = process.pid;
+  const std::string comm = process.comm ? process.comm : "?";
+  if (!found) {
+    // A stripped or unknown CRuby: said once per process, and its native
+    // frames are walked as any program's.
+    if (unusable) log_unsupported(pid, comm, unusable->why_not);
+    return OMNIPROF_NOT_MINE;
+  }
+  const rb::RubyVersionOffsets* shipped =
+      table_.find(info->version.major, info->version.minor, info->version.patch);
+  if (!shipped) {
+    log_unsupported(pid, comm,
+                    "Ruby " + info->version_text + " is not supported (no offsets for " +
+                        std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
+    return OMNIPROF_NOT_MINE;
+  }
+  // rbperf.bpf.c reads a control frame's first 48 bytes in one go.
+  const ruby_offsets& bpf = shipped->bpf;
+  if (std::max({bpf.cfp_pc, bpf.cfp_iseq, bpf.cfp_ep}) + 8 > 48 || (bpf.cfp_pc | bpf.cfp_iseq | bpf.cfp_ep) % 8 != 0) {
+    log_unsupported(pid, comm, "Ruby " + info->version_text + ": offsets/ruby.yaml puts a control frame field past "
+                               "the 48 bytes the walk reads, or unaligned");
+    return OMNIPROF_NOT_MINE;
+  }
+  const uint64_t bias = found->load_bias;
+  std::string why;
+  if (!ec_data(pid, *info, bias, attach, &why)) {
+    log_unsupported(pid, comm, "Ruby " + info->version_text + ": " + why);
+    return OMNIPROF_NOT_MINE;
+  }
+  std::string reason;
+  auto index = offsets_index(shipped->bpf, &reason);
+  if (!index) {
+    omniprof::sdk::set_error(error, reason);
+    return OMNIPROF_ERR_NO_SPACE;
+  }
+  attach.interpreter_data[RBPERF_DATA_VERSION] = *index;
+  attach.num_interpreter_ranges = 1;
+  attach.interpreter_ranges[0] = {info->vm_exec_range.first + bias, info->vm_exec_range.second + bias};
+  std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", info->version_text.c_str());
+  bool first = processes_.find(pid) == processes_.end();
+  RubyProcess ruby{*shipped, {}, info->version_text};
+  if (info->global_symbols) ruby.addresses.global_symbols = info->global_symbols + bias;
+  processes_[pid] = std::move(ruby);
+  if (first) {
+    log_.debug("ruby: pid " + std::to_string(pid) + " runs Ruby " + info->version_text + " from " + found->path +
+               (info->global_symbols ? "" : " (no ID table found: C functions go unnamed)"));
+  }
+  return OMNIPROF_OK;
+}
+
+omniprof_status RubyPlugin::symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol,
+                                      char* error) {
+  auto process = processes_.find(pid);
+  if (process == processes_.end()) {
+    omniprof::sdk::set_error(error, "pid " + std::to_string(pid) + " is not a known Ruby process");
+    return OMNIPROF_ERR_INVALID_ARGUMENT;
+  }
+  auto entry = method_entries_.find({pid, frame.address});
+  if (entry == method_entries_.end()) {
+    (void)drain_frames_seen();  // noted since the last tick
+    entry = method_entries_.find({pid, frame.address});
+  }
+  rb::RubyFrameRecord record{frame.address, frame.detail, entry == method_entries_.end() ? 0 : entry->second};
+  auto name = cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process->second.offsets,
+                                process->second.addresses, record);
+  if (!name) {
+    omniprof::sdk::set_error(error, name.error().message);
+    return OMNIPROF_ERR_IO;
+  }
+  last_function_ = std::move(name->function);
+  last_file_ = std::move(name->file);
+  symbol.function = last_function_.c_str();
+  symbol.file = last_file_.empty() ? nullptr : last_file_.c_str();
+  symbol.line = name->line;
+  return OMNIPROF_OK;
+}
+
+// Takes what the walk noted since the last drain: (pid, address) and its
+// method entry, for symbolize_frame; returns the frames not known before.
+std::vector<RubyPlugin::SeenFrame> RubyPlugin::drain_frames_seen() {
+  std::vector<SeenFrame> fresh;
+  if (frames_seen_fd_ < 0) return fresh;
+  std::vector<std::pair<rbperf_frame_key, uint64_t>> entries;
+  rbperf_frame_key key{}, next{};
+  const rbperf_frame_key* cursor = nullptr;
+  while (entries.size() < RBPERF_FRAMES_SEEN_ENTRIES && bpf_map_get_next_key(frames_seen_fd_, cursor, &next) == 0) {
+    uint64_t method_entry = 0;
+    if (bpf_map_lookup_elem(frames_seen_fd_, &next, &method_entry) == 0) entries.push_back({next, method_entry});
+    key = next;
+    cursor = &key;
+  }
+  for (const auto& [k, method_entry] : entries) {
+    bpf_map_delete_elem(frames_seen_fd_, &k);
+    int32_t pid = static_cast<int32_t>(k.pid);
+    if (!processes_.count(pid)) continue;
+    auto [it, inserted] = method_entries_.insert_or_assign({pid, k.address}, method_entry);
+    if (inserted) fresh.push_back({pid, k.address, method_entry});
+  }
+  return fresh;
+}
+
+// Reads the frames the walk met since the last tick, while their processes
+// live, so that symbolize_frame can name them after an exit.
+void RubyPlugin::tick() {
+  for (const SeenFrame& seen : drain_frames_seen()) {
+    auto process = processes_.find(seen.pid);
+    if (process == processes_.end()) continue;
+    // Reads and caches the iseq or method entry; the line comes later, per
+    // frame. The walk notes a C function frame with itself as its entry.
+    bool cfunc = seen.address == seen.method_entry;
+    rb::RubyFrameRecord record{seen.address, cfunc ? RBPERF_DETAIL_CFUNC : 0u, seen.method_entry};
+    (void)cache_.name_frame(static_cast<uint32_t>(seen.pid), reader(seen.pid), process->second.offsets,
+                            process->second.addresses, record);
+  }
+}
+
+omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance, char* error) {
+  return omniprof::sdk::guarded(error, [&] {
+    if (!host->private_map_fd) {
+      omniprof::sdk::set_error(error, "the host gives no private_map_fd");
+      return OMNIPROF_ERR_UNSUPPORTED;
+    }
+    std::string path = std::string(data_dir) + "/ruby.yaml";
+    try {
+      *instance = new RubyPlugin(host, rb::RubyOffsetsTable::load_file(path));
+    } catch (const omniprof::sdk::OffsetError& e) {
+      omniprof::sdk::set_error(error, e.what());
+      return OMNIPROF_ERR_PARSE;
+    }
+    return OMNIPROF_OK;
+  });
+}
+
+void destroy(void* instance) { delete static_cast<RubyPlugin*>(instance); }
+
+omniprof_status detect_process(void* instance, const omniprof_process* process, omniprof_process_attach* attach,
+                               char* error) {
+  return omniprof::sdk::guarded(error, [&] { return static_cast<RubyPlugin*>(instance)->detect(*process, *attach, error); });
+}
+
+void process_gone(void* instance, int32_t pid) {
+  try {
+    static_cast<RubyPlugin*>(instance)->gone(pid);
+  } catch (...) {
+  }
+}
+
+omniprof_status symbolize_frame(void* instance, int32_t pid, const omniprof_frame_data* frame, omniprof_symbol* symbol,
+                                char* error) {
+  return omniprof::sdk::guarded(error, [&] {
+    return static_cast<RubyPlugin*>(instance)->symbolize(pid, *frame, *symbol, error);
+  });
+}
+
+void tick(void* instance) {
+  try {
+    static_cast<RubyPlugin*>(instance)->tick();
+  } catch (...) {
+  }
+}
+
+omniprof_plugin make_entry() {
+  omniprof_plugin entry = omniprof::sdk::make_plugin_entry("ruby", "0.1.0", "ruby", OMNIPROF_MODULE_RBPERF,
+                                                           ruby_bpf__elf_bytes, kPrograms, kStatNames);
+  entry.create = create;
+  entry.destroy = destroy;
+  entry.detect_process = detect_process;
+  entry.process_gone = process_gone;
+  entry.symbolize_frame = symbolize_frame;
+  entry.tick = tick;
+  return entry;
+}
+
+const omniprof_plugin kEntry = make_entry();
+
+}  // namespace
+
+OMNIPROF_DEFINE_PLUGIN(&kEntry)

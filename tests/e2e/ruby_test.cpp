@@ -1,0 +1,526 @@
+// End-to-end: the Ruby plugin (rbperf) on CRuby, checked through
+// `go tool pprof -traces -lines`.
+//
+// One recording per interpreter serves all of its tests: the workloads
+// (tests/workloads/ruby_*.rb) run side by side under one `omniprof record`,
+// and each test judges its own process's samples. tests/CMakeLists.txt runs
+// the tests of one interpreter as one ctest entry (one process).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_support.h"
+#include "omniprof/support/elf_file.h"
+#include "profile_samples.h"
+
+namespace omniprof::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Interpreter {
+  std::string name;  // debian_ruby_3_1
+  std::string path;
+};
+
+void PrintTo(const Interpreter& ruby, std::ostream* out) { *out << ruby.path; }
+
+// OMNIPROF_RUBY_INTERPRETERS: "name=path,name=path" (tests/CMakeLists.txt).
+std::vector<Interpreter> interpreters() {
+  std::vector<Interpreter> list;
+  std::istringstream entries(OMNIPROF_RUBY_INTERPRETERS);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) list.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
+  }
+  return list;
+}
+
+std::string script(const std::string& name) { return std::string(OMNIPROF_TEST_SOURCE_DIR) + "/workloads/" + name; }
+
+// A Ruby frame: one with a .rb file (or "eval", CRuby's path of code run by
+// rb_eval_string), a C function called from Ruby (named as Ruby names it:
+// "Integer#times", "Kernel.sleep"), or one the reader could not name.
+bool is_ruby_frame(const FrameLocation& frame) {
+  static const std::regex ruby_method(R"(^[A-Z][A-Za-z0-9_:]*[#.][^ ]+$)");
+  return frame.function == "[unknown ruby]" || frame.file == "eval" ||
+         (frame.file.size() > 3 && frame.file.compare(frame.file.size() - 3, 3, ".rb") == 0) ||
+         (frame.file.empty() && std::regex_match(frame.function, ruby_method));
+}
+
+std::vector<FrameLocation> ruby_frames(const Sample& sample) {
+  std::vector<FrameLocation> out;
+  for (const auto& f : sample.frames) {
+    if (is_ruby_frame(f)) out.push_back(f);
+  }
+  return out;
+}
+
+bool on_main_thread(const Sample& s) { return s.label("tid") == s.label("pid"); }
+
+struct HotMethod {
+  std::string name;
+  int first_line = 0;  // the def
+  int last_line = 0;   // its end
+  int64_t oracle_samples = 0;
+};
+
+struct Recording {
+  std::string failure;  // why the recording could not be judged; empty when it can
+  std::string record_output;
+  std::vector<Sample> samples;
+  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, required = 0, native = 0;
+  std::vector<HotMethod> hot;                      // ruby_shares.rb's own figures
+  std::map<std::string, std::string> thread_tids;  // thread_one_work -> its tid
+
+  std::vector<Sample> of_pid(pid_t pid) const { return samples_of_pid(samples, pid); }
+};
+
+constexpr int kRecursionDepth = 100;
+// Long enough for emulated guests, where omniprof takes seconds to start;
+// the workloads that write results are stopped with SIGTERM sooner.
+constexpr const char* kWorkloadSeconds = "120";
+constexpr const char* kRecordSeconds = "8";
+constexpr const char* kRecordHz = "199";
+
+std::string slurp(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+Recording make_recording(const Interpreter& ruby) {
+  Recording r;
+  const std::string dir = temp_dir("ruby-" + ruby.name);
+  const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+
+  // The shares are judged to 5 points: that thread runs at a higher
+  // priority than the other workloads (as in python_test.cpp).
+  BackgroundProcess shares({"nice", "-n", "-5", ruby.path, script("ruby_shares.rb"), kWorkloadSeconds, shares_out});
+  BackgroundProcess mixed({ruby.path, script("ruby_mixed.rb"), kWorkloadSeconds});
+  BackgroundProcess recursion({ruby.path, script("ruby_recursion.rb"), std::to_string(kRecursionDepth), kWorkloadSeconds});
+  BackgroundProcess threads({ruby.path, script("ruby_threads.rb"), kWorkloadSeconds, threads_out});
+  BackgroundProcess required({ruby.path, script("ruby_required.rb"), kWorkloadSeconds});
+  BackgroundProcess native({workload("chain"), kWorkloadSeconds});
+  r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
+  r.threads = threads.pid(), r.required = required.pid(), r.native = native.pid();
+  if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
+    r.failure = "ruby_threads.rb wrote no " + threads_out;
+    return r;
+  }
+  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
+  for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.required, r.native}) command += " -p " + std::to_string(pid);
+  command += " -o \"$1\" >\"$2\" 2>&1";
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
+  const int record_status = record.wait();
+  r.record_output = slurp(log);
+  shares.signal(SIGTERM);
+  if (record_status != 0) {
+    r.failure = "omniprof record exited " + std::to_string(record_status) + ": " + r.record_output;
+    return r;
+  }
+  if (shares.wait() != 0 || !fs::exists(shares_out)) {
+    r.failure = "ruby_shares.rb wrote no " + shares_out;
+    return r;
+  }
+  std::istringstream hot(slurp(shares_out));
+  HotMethod h;
+  while (hot >> h.name >> h.first_line >> h.last_line >> h.oracle_samples) r.hot.push_back(h);
+  std::istringstream tids(slurp(threads_out));
+  std::string name, tid;
+  while (tids >> name >> tid) r.thread_tids[name] = tid;
+  std::string error;
+  r.samples = read_samples(profile, &error);
+  if (r.samples.empty()) r.failure = error;
+  return r;
+}
+
+const Recording& recording_of(const Interpreter& ruby) {
+  static std::map<std::string, std::unique_ptr<Recording>> recordings;
+  auto& slot = recordings[ruby.name];
+  if (!slot) slot = std::make_unique<Recording>(make_recording(ruby));
+  return *slot;
+}
+
+// Declares `const Recording& r`: the recording of this test's interpreter.
+// Fails in CI and skips elsewhere when BPF, go or the interpreter is missing.
+#define OMNIPROF_RUBY_RECORDING(r)                                                \
+  OMNIPROF_REQUIRE_BPF();                                                         \
+  OMNIPROF_REQUIRE_GO();                                                          \
+  if (access(GetParam().path.c_str(), X_OK) != 0) {                               \
+    if (::omniprof::e2e::in_ci()) FAIL() << GetParam().path << " missing in CI";  \
+    GTEST_SKIP() << GetParam().path << " not installed";                          \
+  }                                                                               \
+  const Recording& r = recording_of(GetParam());                                  \
+  ASSERT_TRUE(r.failure.empty()) << r.failure
+
+class RubyProfileTest : public ::testing::TestWithParam<Interpreter> {};
+
+TEST_P(RubyProfileTest, HotMethodsHaveTheirFileLineCallersAndTheWorkloadsOwnShares) {
+  OMNIPROF_RUBY_RECORDING(r);
+  ASSERT_EQ(r.hot.size(), 3u) << "ruby_shares.rb's figures";
+  const std::string file = script("ruby_shares.rb");
+  std::map<std::string, int64_t> measured;
+  int64_t hot = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.shares)) {
+    if (!on_main_thread(s)) continue;  // the oracle thread
+    auto rb = ruby_frames(s);
+    // The leaf may be Thread.pass, called by the hot method: the oracle
+    // counts those samples for the method too.
+    size_t leaf = !rb.empty() && rb[0].function == "Thread.pass" ? 1 : 0;
+    if (rb.size() <= leaf) continue;
+    auto h = std::find_if(r.hot.begin(), r.hot.end(),
+                          [&](const HotMethod& m) { return "Shares#" + m.name == rb[leaf].function; });
+    if (h == r.hot.end()) continue;
+    measured[h->name] += s.count;
+    hot += s.count;
+    std::vector<FrameLocation> own(rb.begin() + leaf, rb.end());
+    const std::string caller = "Shares#caller_" + h->name.substr(4);
+    bool ok = function_names(own) == std::vector<std::string>{"Shares#" + h->name, caller, "Shares#run", "<main>"} &&
+              own[0].file == file && own[1].file == file && own[0].line > h->first_line &&
+              own[0].line < h->last_line;
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(hot, 50) << "too few samples of the hot methods to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, hot * 95) << whole << " of " << hot << " samples have the hot method at a line of its body in "
+                                   << file << " under its caller, Shares#run, <main>; one that does not: "
+                                   << counterexample;
+  int64_t oracle = 0;
+  for (const HotMethod& h : r.hot) oracle += h.oracle_samples;
+  ASSERT_GE(oracle, 50) << "the workload's own sampler saw too little";
+  for (const HotMethod& h : r.hot) {
+    double ours = 100.0 * measured[h.name] / hot, theirs = 100.0 * h.oracle_samples / oracle;
+    EXPECT_NEAR(ours, theirs, 5.0) << h.name << ": omniprof " << measured[h.name] << " of " << hot
+                                   << " samples, Thread#backtrace_locations " << h.oracle_samples << " of " << oracle;
+  }
+}
+
+// Mixed#work_in_times runs in a block that Integer#times (C) yields to:
+// the C function's Ruby frame sits between the block and its caller, with
+// native frames (the interpreter's, int_dotimes's) between the block and it.
+void expect_block_above_c_function(const Recording& r, const std::string& work, const std::string& c_function,
+                                   const std::string& caller) {
+  int64_t total = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.mixed)) {
+    auto rb = ruby_frames(s);
+    auto at = std::find_if(rb.begin(), rb.end(), [&](const FrameLocation& f) { return f.function == "Mixed#" + work; });
+    if (at == rb.end()) continue;
+    total += s.count;
+    std::vector<std::string> names = function_names({at, rb.end()});
+    bool ruby_order = names == std::vector<std::string>{"Mixed#" + work, "block in Mixed#" + caller, c_function,
+                                                        "Mixed#" + caller, "<main>"};
+    // Native frames between the block and the C function: where the C
+    // function called back into the VM.
+    size_t block = s.index_of("block in Mixed#" + caller), c = s.index_of(c_function, block);
+    bool native_between = c < s.frames.size() && c > block + 1;
+    for (size_t i = block + 1; native_between && i < c; ++i) native_between = !is_ruby_frame(s.frames[i]);
+    if (ruby_order && native_between) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 30) << "too few samples in Mixed#" << work << " to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, total * 90) << whole << " of " << total << " samples of Mixed#" << work
+                                     << " have it above block in Mixed#" << caller << ", native frames, " << c_function
+                                     << ", Mixed#" << caller << ", <main>; one that does not: " << counterexample;
+}
+
+TEST_P(RubyProfileTest, BlockOfIntegerTimesRunsAboveTheCFrameOfTimesAboveItsCaller) {
+  OMNIPROF_RUBY_RECORDING(r);
+  expect_block_above_c_function(r, "work_in_times", "Integer#times", "run_times");
+}
+
+TEST_P(RubyProfileTest, BlockOfArrayEachRunsAboveTheCFrameOfEachAboveItsCaller) {
+  OMNIPROF_RUBY_RECORDING(r);
+  expect_block_above_c_function(r, "work_in_each", "Array#each", "run_each");
+}
+
+TEST_P(RubyProfileTest, HundredDeepRecursionHasEveryFrameInOrder) {
+  OMNIPROF_RUBY_RECORDING(r);
+  std::vector<std::string> expected = {"Recursion#bottom"};
+  for (int i = 0; i <= kRecursionDepth; ++i) expected.push_back("Recursion#down");
+  expected.push_back("<main>");
+  int64_t total = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.recursion)) {
+    auto rb = ruby_frames(s);
+    if (rb.empty() || rb[0].function != "Recursion#bottom") continue;
+    total += s.count;
+    // The native stack still ends in the process's entry point below them.
+    if (function_names(rb) == expected && s.frames.back().function == "_start") {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << "too few samples in Recursion#bottom to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples carry Recursion#bottom, "
+                                     << kRecursionDepth + 1 << " Recursion#down, <main> and _start; one that does not: "
+                                     << counterexample;
+}
+
+TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
+  OMNIPROF_RUBY_RECORDING(r);
+  const std::vector<std::string> works = {"thread_one_work", "thread_two_work", "thread_three_work"};
+  for (const auto& w : works) ASSERT_EQ(r.thread_tids.count(w), 1u) << "ruby_threads.rb wrote no tid of " << w;
+  std::map<std::string, int64_t> total, whole;
+  std::map<std::string, std::string> counterexample;
+  for (const Sample& s : r.of_pid(r.threads)) {
+    auto rb = function_names(ruby_frames(s));
+    std::vector<std::string> present;
+    for (const auto& w : works) {
+      if (std::find(rb.begin(), rb.end(), "Threads#" + w) != rb.end()) present.push_back(w);
+    }
+    if (present.empty()) continue;
+    const std::string& w = present.front();
+    total[w] += s.count;
+    // thread_one_work is called from the block of loop_until that
+    // thread_one called, in a thread's block: no other thread's method.
+    auto at = std::find(rb.begin(), rb.end(), "Threads#" + w);
+    std::vector<std::string> own(at, rb.end());
+    const std::string thread = w.substr(0, w.size() - 5);
+    bool ok = present.size() == 1 && s.label("tid") == r.thread_tids.at(w) && own.size() >= 4 &&
+              own[1] == "block in Threads#" + thread && own[2] == "Threads#loop_until" && own[3] == "Threads#" + thread;
+    if (ok) {
+      whole[w] += s.count;
+    } else if (counterexample[w].empty()) {
+      counterexample[w] = s.text();
+    }
+  }
+  for (const auto& w : works) {
+    if (w == "thread_three_work") {
+      EXPECT_EQ(whole[w], total[w]) << w << ", tid " << r.thread_tids.at(w) << ": " << counterexample[w];
+      continue;  // asleep: few samples
+    }
+    ASSERT_GE(total[w], 50) << "too few samples of " << w << " to judge\n" << r.record_output;
+    EXPECT_GE(whole[w] * 100, total[w] * 95) << whole[w] << " of " << total[w] << " samples of " << w
+                                             << " carry tid " << r.thread_tids.at(w)
+                                             << " and that thread's stack alone; one that does not: "
+                                             << counterexample[w];
+  }
+}
+
+TEST_P(RubyProfileTest, TopLevelOfARequiredFileIsTopRequiredUnderRequireRelative) {
+  OMNIPROF_RUBY_RECORDING(r);
+  const std::string top = script("ruby_required_top.rb"), main = script("ruby_required.rb");
+  int64_t total = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.required)) {
+    auto rb = ruby_frames(s);
+    if (rb.empty()) continue;
+    total += s.count;
+    // The top level's loop is lines 4 to 11 of ruby_required_top.rb; Kernel#require_relative
+    // is a C function (no file); <main> runs it from line 7 of ruby_required.rb.
+    bool ok = function_names(rb) == std::vector<std::string>{"<top (required)>", "Kernel#require_relative", "<main>"} &&
+              rb[0].file == top && rb[0].line >= 4 && rb[0].line <= 11 && rb[2].file == main && rb[2].line == 7;
+    if (ok) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << "too few samples of ruby_required.rb to judge\n" << r.record_output;
+  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples of ruby_required.rb have <top (required)> at "
+                                     << top << ":4-11 <- Kernel#require_relative <- <main> at " << main
+                                     << ":7; one that does not: " << counterexample;
+}
+
+TEST_P(RubyProfileTest, PlainCProgramBesideThemIsNotClaimed) {
+  OMNIPROF_RUBY_RECORDING(r);
+  int64_t total = 0, claimed = 0;
+  std::string counterexample;
+  for (const Sample& s : r.of_pid(r.native)) {
+    total += s.count;
+    if (!ruby_frames(s).empty()) {
+      claimed += s.count;
+      if (counterexample.empty()) counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << r.record_output;
+  EXPECT_EQ(claimed, 0) << counterexample;
+  EXPECT_EQ(r.record_output.find("ruby: pid " + std::to_string(r.native)), std::string::npos) << r.record_output;
+  EXPECT_NE(r.record_output.find("ruby.frames"), std::string::npos) << r.record_output;
+}
+
+// A C program that links libruby and runs Ruby from its own C function:
+// the Ruby frames sit above the program's C frames that entered the VM.
+TEST(RubyEmbeddedTest, ProgramEmbeddingLibrubyHasItsRubyFramesAboveTheCFramesThatCalledThem) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string program = workload("embed_ruby");
+  if (access(program.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << program << " not built in CI (ruby-dev missing?)";
+    GTEST_SKIP() << program << " not built (ruby-dev missing)";
+  }
+  BackgroundProcess embedded({program, kWorkloadSeconds});
+  const std::string dir = temp_dir("ruby-embedded");
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+  BackgroundProcess record({"/bin/sh", "-c",
+                            "exec \"$0\" record -d 4 -F 199 -p " + std::to_string(embedded.pid()) +
+                                " -o \"$1\" >\"$2\" 2>&1",
+                            OMNIPROF_BINARY, profile, log});
+  ASSERT_EQ(record.wait(), 0) << slurp(log);
+  std::string error;
+  auto samples = read_samples(profile, &error);
+  ASSERT_FALSE(samples.empty()) << error;
+  int64_t total = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : samples_of_pid(samples, embedded.pid())) {
+    auto rb = ruby_frames(s);
+    if (rb.empty() || rb[0].function != "Embedded#spin") continue;
+    total += s.count;
+    size_t run = s.index_of("Embedded#run"), c = s.index_of("run_embedded_ruby", run), main = s.index_of("main", c);
+    if (function_names(rb) == std::vector<std::string>{"Embedded#spin", "Embedded#run"} && main < s.frames.size()) {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << "too few samples in Embedded#spin\n" << slurp(log);
+  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total
+                                     << " samples have Embedded#spin <- Embedded#run above run_embedded_ruby <- main; "
+                                        "one that does not: " << counterexample;
+}
+
+// A copy of Debian's libruby-3.1, patched by `patch` (which gets the bytes
+// and the library's ELF view; false: it could not), under the name the ruby
+// executable asks for: LD_LIBRARY_PATH=dir runs ruby3.1 on it.
+std::string patched_libruby(const std::string& dir, const std::function<bool(std::string&, const ElfFile&)>& patch) {
+  const std::string original = "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1";
+  std::ifstream in(original, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto elf = ElfFile::open(original);
+  if (!elf || !patch(bytes, *elf)) return "";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/libruby-3.1.so.3.1", std::ios::binary) << bytes;
+  return dir;
+}
+
+// The file offset of ELF address `vaddr`, or npos.
+size_t file_offset_of(const ElfFile& elf, uint64_t vaddr) {
+  for (const auto& segment : elf.load_segments()) {
+    if (vaddr >= segment.vaddr && vaddr - segment.vaddr < segment.filesz) return vaddr - segment.vaddr + segment.offset;
+  }
+  return std::string::npos;
+}
+
+// A CRuby the plugin cannot walk (a version it has no offsets for; a
+// libruby whose VM loop symbol is gone, as in a build stripped of it) is
+// one log line naming the problem and the process, and its native frames
+// still come out.
+TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFramesStillComeOut) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string ruby = "/usr/bin/ruby3.1";
+  if (access(ruby.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << ruby << " missing in CI";
+    GTEST_SKIP() << ruby << " not installed";
+  }
+  const std::string dir = temp_dir("ruby-limits");
+  // ruby_version "3.1.2" -> "9.9.9".
+  const std::string unknown = patched_libruby(dir + "/unknown", [](std::string& bytes, const ElfFile& elf) {
+    auto version = elf.find_symbol("ruby_version");
+    if (!version || !*version) return false;
+    size_t at = file_offset_of(elf, (*version)->value);
+    if (at == std::string::npos || bytes.compare(at, 5, "3.1.2") != 0) return false;
+    bytes.replace(at, 5, "9.9.9");
+    return true;
+  });
+  // rb_vm_exec's .dynsym entry turned from STT_FUNC into STT_NOTYPE: the
+  // loader still binds libruby's own calls to it, but it is no function
+  // symbol any more, as when a build leaves the VM loop unnamed.
+  const std::string stripped = patched_libruby(dir + "/stripped", [](std::string& bytes, const ElfFile& elf) {
+    auto exec = elf.find_symbol("rb_vm_exec");
+    if (!exec || !*exec) return false;
+    // Elf64_Sym: st_name(4) st_info(1) st_other(1) st_shndx(2) st_value(8) st_size(8).
+    std::string value_and_size(16, '\0');
+    std::memcpy(value_and_size.data(), &(*exec)->value, 8);
+    std::memcpy(value_and_size.data() + 8, &(*exec)->size, 8);
+    size_t at = bytes.find(value_and_size);
+    if (at == std::string::npos || at < 4 || bytes[at - 4] != 0x12) return false;  // STB_GLOBAL, STT_FUNC
+    bytes[at - 4] = 0x10;                                                             // STB_GLOBAL, STT_NOTYPE
+    // A file id hashes a file's size and its ends (host/executables): both
+    // copies are patched in the middle, so this one is made a byte longer
+    // to be a file of its own.
+    bytes.push_back('\0');
+    return true;
+  });
+  ASSERT_FALSE(unknown.empty() || stripped.empty()) << "cannot patch a copy of libruby-3.1";
+  // --disable-gems: rubygems refuses a libruby whose version is not its own.
+  auto run = [&](const std::string& lib_dir) {
+    return std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        "env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems", script("ruby_recursion.rb"), "10", kWorkloadSeconds});
+  };
+  auto unknown_ruby = run(unknown), stripped_ruby = run(stripped);
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+  BackgroundProcess record({"/bin/sh", "-c",
+                            "exec \"$0\" record -d 4 -F 199 -p " + std::to_string(unknown_ruby->pid()) + " -p " +
+                                std::to_string(stripped_ruby->pid()) + " -o \"$1\" >\"$2\" 2>&1",
+                            OMNIPROF_BINARY, profile, log});
+  ASSERT_EQ(record.wait(), 0) << slurp(log);
+  const std::string output = slurp(log);
+  std::string error;
+  auto samples = read_samples(profile, &error);
+  ASSERT_FALSE(samples.empty()) << error;
+  struct Case {
+    pid_t pid;
+    std::string says;
+  };
+  for (const Case& c : {Case{unknown_ruby->pid(), "Ruby 9.9.9 is not supported"},
+                        Case{stripped_ruby->pid(), "neither rb_vm_exec nor vm_exec"}}) {
+    const std::string prefix = "ruby: pid " + std::to_string(c.pid) + " ";
+    size_t first = output.find(prefix);
+    ASSERT_NE(first, std::string::npos) << "no log line for pid " << c.pid << ":\n" << output;
+    EXPECT_EQ(output.find(prefix, first + 1), std::string::npos) << "more than one line for pid " << c.pid;
+    std::string line = output.substr(first, output.find('\n', first) - first);
+    EXPECT_NE(line.find(c.says), std::string::npos) << line;
+    int64_t total = 0, native = 0, ruby_claimed = 0;
+    for (const Sample& s : samples_of_pid(samples, c.pid)) {
+      total += s.count;
+      if (!ruby_frames(s).empty()) ruby_claimed += s.count;
+      // Walked natively through the interpreter down to the executable.
+      if (s.has("ruby_run_node") && s.frames.back().function == "_start") native += s.count;
+    }
+    ASSERT_GE(total, 20) << "too few samples of pid " << c.pid << "\n" << output;
+    EXPECT_EQ(ruby_claimed, 0);
+    EXPECT_GE(native * 100, total * 90) << native << " of " << total << " samples of pid " << c.pid
+                                        << " walk from libruby through ruby_run_node to _start";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, RubyProfileTest, ::testing::ValuesIn(interpreters()),
+                         [](const ::testing::TestParamInfo<Interpreter>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace omniprof::e2e

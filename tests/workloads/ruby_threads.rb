@@ -1,0 +1,63 @@
+# Three Ruby threads, each in its own methods: Threads#thread_one_work under
+# #thread_one, and so on (thread_three mostly sleeps). Once all three run it
+# writes "METHOD TID" per thread to OUT_FILE (Thread#native_thread_id, 3.1+;
+# before that the tid whose /proc comm is the thread's name).
+#
+#   ruby ruby_threads.rb SECONDS OUT_FILE
+class Threads
+  def spin(n)
+    total = 0
+    i = 0
+    while i < n
+      total += i & 7
+      i += 1
+    end
+    total
+  end
+
+  def thread_one_work
+    spin(20_000)
+  end
+  def thread_two_work
+    spin(20_000)
+  end
+  def thread_three_work
+    sleep(0.01)
+  end
+
+  def thread_one(deadline)
+    loop_until(deadline) { thread_one_work }
+  end
+  def thread_two(deadline)
+    loop_until(deadline) { thread_two_work }
+  end
+  def thread_three(deadline)
+    loop_until(deadline) { thread_three_work }
+  end
+
+  def loop_until(deadline)
+    yield while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+  end
+end
+
+def tid_of(thread, name)
+  return thread.native_thread_id if thread.respond_to?(:native_thread_id)
+  Dir.glob("/proc/self/task/*/comm").each do |comm|
+    return File.basename(File.dirname(comm)).to_i if File.read(comm).strip == name
+  end
+  nil
+end
+
+deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(ARGV.fetch(0))
+out = ARGV.fetch(1)
+work = Threads.new
+threads = %w[one two three].map do |n|
+  t = Thread.new { work.public_send("thread_#{n}", deadline) }
+  t.name = "thread_#{n}"
+  [n, t]
+end
+sleep 0.2
+lines = threads.map { |n, t| "thread_#{n}_work #{tid_of(t, "thread_#{n}")}" }
+File.write(out + ".tmp", lines.join("\n") + "\n")
+File.rename(out + ".tmp", out)
+threads.each { |_, t| t.join }
