@@ -167,7 +167,9 @@ static __always_inline void note_code_seen(__u32 pid, __u64 code) {
   struct pyperf_code_key key = {.pid = pid, .reserved = 0, .code = code};
   if (bpf_map_lookup_elem(&python_code_seen, &key)) return;
   __u8 one = 1;
-  if (bpf_map_update_elem(&python_code_seen, &key, &one, BPF_NOEXIST) != 0) omniprof_count(PYPERF_STAT_CODE_SEEN_FULL);
+  /* -EEXIST: another CPU noted it in between, which is no loss. */
+  long err = bpf_map_update_elem(&python_code_seen, &key, &one, BPF_NOEXIST);
+  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(PYPERF_STAT_CODE_SEEN_FULL);
 }
 
 /* One Python frame: push it for its mark and move to its caller. */
@@ -224,10 +226,9 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   return STEP_CONTINUE;
 }
 
-/* Shared by both programs: the process, its offsets, and the walk's start
- * on the first run. NULL: nothing (more) to walk, the caller stops. */
-static __always_inline const struct python_offsets *prepare(struct omniprof_unwind_state *state,
-                                                            const struct omniprof_process_info **process_out) {
+/* Shared by both programs: the process's offsets, and the walk's start on
+ * the first run. NULL: nothing (more) to walk, the caller stops. */
+static __always_inline const struct python_offsets *prepare(struct omniprof_unwind_state *state) {
   __u32 tgid = state->key.pid;
   const struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
   if (!process) return NULL;
@@ -237,7 +238,6 @@ static __always_inline const struct python_offsets *prepare(struct omniprof_unwi
     return NULL;
   }
   if (state->interpreter_walk[WALK_STARTED] == 0 && start_walk(state, process, o) != STEP_CONTINUE) return NULL;
-  *process_out = process;
   return o;
 }
 
@@ -247,8 +247,7 @@ SEC("perf_event")
 int python_unwind(struct bpf_perf_event_data *ctx) {
   struct omniprof_unwind_state *state = omniprof_state();
   if (!state) return 0;
-  const struct omniprof_process_info *process = NULL;
-  const struct python_offsets *o = prepare(state, &process);
+  const struct python_offsets *o = prepare(state);
   if (!o) {
     omniprof_stop_walk(ctx, state, 0);
     return 0;
@@ -287,8 +286,7 @@ SEC("perf_event")
 int python_unwind_loop(struct bpf_perf_event_data *ctx) {
   struct omniprof_unwind_state *state = omniprof_state();
   if (!state) return 0;
-  const struct omniprof_process_info *process = NULL;
-  const struct python_offsets *o = prepare(state, &process);
+  const struct python_offsets *o = prepare(state);
   if (o) {
     struct loop_context loop = {.state = state, .offsets = o};
     bpf_loop(FRAMES_PER_LOOP_PROGRAM, walk_frame_callback, &loop, 0);

@@ -144,15 +144,6 @@ static __always_inline int start_walk(struct omniprof_unwind_state *state, const
   return STEP_CONTINUE;
 }
 
-/* Notes (pid, address) -> method entry for the plugin's tick. */
-static __always_inline void note_frame_seen(__u32 pid, __u64 address, __u64 method_entry) {
-  struct rbperf_frame_key key = {.pid = pid, .reserved = 0, .address = address};
-  if (bpf_map_lookup_elem(&ruby_frames_seen, &key)) return;
-  if (bpf_map_update_elem(&ruby_frames_seen, &key, &method_entry, BPF_NOEXIST) != 0) {
-    omniprof_count(RBPERF_STAT_FRAMES_SEEN_FULL);
-  }
-}
-
 /* The method entry (or cref: the reader tells them apart) that the local
  * environment of `ep` holds: a block's env chains to its method's through
  * ep[-1] until the one flagged VM_ENV_FLAG_LOCAL. 0 if not reached within a
@@ -172,6 +163,19 @@ static __always_inline __u64 local_method_entry(__u64 ep, __u64 flags) {
     if (ep == 0 || read_u64(ep, &flags) != 0) return 0;
   }
   return 0;
+}
+
+/* Notes (pid, address) for the plugin's tick, once: with `ep`, the method
+ * entry of its local environment (an iseq frame), or itself (a C function
+ * frame, ep 0). The entry is read only when the frame is new to the map: a
+ * hot stack costs one lookup per frame. */
+static __always_inline void note_frame_seen(__u32 pid, __u64 address, __u64 ep, __u64 flags) {
+  struct rbperf_frame_key key = {.pid = pid, .reserved = 0, .address = address};
+  if (bpf_map_lookup_elem(&ruby_frames_seen, &key)) return;
+  __u64 method_entry = ep ? local_method_entry(ep, flags) : address;
+  /* -EEXIST: another CPU noted it in between, which is no loss. */
+  long err = bpf_map_update_elem(&ruby_frames_seen, &key, &method_entry, BPF_NOEXIST);
+  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(RBPERF_STAT_FRAMES_SEEN_FULL);
 }
 
 /* The fields of rb_control_frame_t the walk reads are within its first
@@ -218,14 +222,14 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
      * two reads here per frame. */
     __u32 detail = (__u32)(pc >> 3) & RBPERF_DETAIL_PC_MASK;
     if (omniprof_interpreter_frame(state, mark, iseq, detail, OMNIPROF_FRAME_RUBY) != 0) return STEP_DONE;
-    note_frame_seen(state->key.pid, iseq, local_method_entry(ep, flags));
+    note_frame_seen(state->key.pid, iseq, ep, flags);
     pushed = 1;
   } else if ((flags & RUBY_VM_FRAME_MAGIC_MASK) == RUBY_VM_FRAME_MAGIC_CFUNC) {
     /* A C function's env is local: ep[-2] is its method entry. */
     __u64 me = 0;
     read_u64(ep + RUBY_VM_ENV_INDEX_ME_CREF * 8, &me);
     if (omniprof_interpreter_frame(state, mark, me, RBPERF_DETAIL_CFUNC, OMNIPROF_FRAME_RUBY) != 0) return STEP_DONE;
-    if (me != 0) note_frame_seen(state->key.pid, me, me);
+    if (me != 0) note_frame_seen(state->key.pid, me, 0, 0);
     pushed = 1;
   }
   /* Other frames (the thread's dummy top frame, IFUNC frames of C blocks)

@@ -281,6 +281,16 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
                         std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
     return OMNIPROF_NOT_MINE;
   }
+  // The file's symbols and the version's entry must agree on where the EC
+  // is (a build with an odd configuration, or an entry that is wrong).
+  const bool tls = info->ec.model == RUBY_EC_TLS_DTV || info->ec.model == RUBY_EC_TLS_TP_OFFSET;
+  const int64_t expected = shipped->reader.ec_model;
+  if (tls ? expected != RUBY_EC_TLS_DTV : expected != static_cast<int64_t>(info->ec.model)) {
+    log_unsupported(pid, comm, "Ruby " + info->version_text + ": offsets/ruby.yaml says ec_model " +
+                                   std::to_string(expected) + ", but " + found->path + " has " +
+                                   (tls ? "the thread-local ruby_current_ec" : "no thread-local ruby_current_ec"));
+    return OMNIPROF_NOT_MINE;
+  }
   // rbperf.bpf.c reads a control frame's first 48 bytes in one go.
   const ruby_offsets& bpf = shipped->bpf;
   if (std::max({bpf.cfp_pc, bpf.cfp_iseq, bpf.cfp_ep}) + 8 > 48 || (bpf.cfp_pc | bpf.cfp_iseq | bpf.cfp_ep) % 8 != 0) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "e2e_support.h"
+#include "interpreter_support.h"
 #include "profile_samples.h"
 
 namespace omniprof::e2e {
@@ -32,27 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Interpreter {
-  std::string name;  // cpython_3_12, debian_python3_11_stripped
-  std::string path;
-};
-
-// gtest prints the parameter of a failed test with this.
-void PrintTo(const Interpreter& python, std::ostream* out) { *out << python.path; }
-
-// OMNIPROF_PYTHON_INTERPRETERS: "name=path,name=path" (tests/CMakeLists.txt).
-std::vector<Interpreter> interpreters() {
-  std::vector<Interpreter> list;
-  std::istringstream entries(OMNIPROF_PYTHON_INTERPRETERS);
-  std::string entry;
-  while (std::getline(entries, entry, ',')) {
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) list.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
-  }
-  return list;
-}
-
-std::string script(const std::string& name) { return std::string(OMNIPROF_TEST_SOURCE_DIR) + "/workloads/" + name; }
+std::vector<Interpreter> interpreters() { return parse_interpreters(OMNIPROF_PYTHON_INTERPRETERS); }
 
 bool is_python_frame(const FrameLocation& frame) {
   return frame.function == "[unknown python]" ||
@@ -99,21 +80,6 @@ constexpr const char* kRecordSeconds = "8";
 // enough samples to judge in one short recording.
 constexpr const char* kRecordHz = "199";
 
-std::string slurp(const std::string& path) {
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
-}
-
-// Waits up to `limit` for a file the workload renames into place when whole.
-bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(path)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 
 Recording make_recording(const Interpreter& python) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "e2e_support.h"
+#include "interpreter_support.h"
 #include "omniprof/support/elf_file.h"
 #include "profile_samples.h"
 
@@ -31,26 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Interpreter {
-  std::string name;  // debian_ruby_3_1
-  std::string path;
-};
-
-void PrintTo(const Interpreter& ruby, std::ostream* out) { *out << ruby.path; }
-
-// OMNIPROF_RUBY_INTERPRETERS: "name=path,name=path" (tests/CMakeLists.txt).
-std::vector<Interpreter> interpreters() {
-  std::vector<Interpreter> list;
-  std::istringstream entries(OMNIPROF_RUBY_INTERPRETERS);
-  std::string entry;
-  while (std::getline(entries, entry, ',')) {
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) list.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
-  }
-  return list;
-}
-
-std::string script(const std::string& name) { return std::string(OMNIPROF_TEST_SOURCE_DIR) + "/workloads/" + name; }
+std::vector<Interpreter> interpreters() { return parse_interpreters(OMNIPROF_RUBY_INTERPRETERS); }
 
 // A Ruby frame: one with a .rb file (or "eval", CRuby's path of code run by
 // rb_eval_string), a C function called from Ruby (named as Ruby names it:
@@ -97,20 +79,6 @@ constexpr const char* kWorkloadSeconds = "120";
 constexpr const char* kRecordSeconds = "8";
 constexpr const char* kRecordHz = "199";
 
-std::string slurp(const std::string& path) {
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
-}
-
-bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(path)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 Recording make_recording(const Interpreter& ruby) {
   Recording r;
@@ -517,6 +485,52 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
     EXPECT_GE(native * 100, total * 90) << native << " of " << total << " samples of pid " << c.pid
                                         << " walk from libruby through ruby_run_node to _start";
   }
+}
+
+// Kernels before 5.17 (no bpf_loop) run ruby_unwind: 16 control frames per
+// tail call within the budget the native walk leaves. The host acts as on
+// such a kernel under OMNIPROF_HIDE_BPF_FEATURES=bpf_loop; a 30-deep Ruby
+// stack still comes out whole.
+TEST(RubyPluginLimitsTest, WithoutBpfLoopA30DeepRubyStackIsWhole) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string ruby = "/usr/bin/ruby3.1";
+  if (access(ruby.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << ruby << " missing in CI";
+    GTEST_SKIP() << ruby << " not installed";
+  }
+  constexpr int kDepth = 30;
+  BackgroundProcess recursion({ruby, script("ruby_recursion.rb"), std::to_string(kDepth), kWorkloadSeconds});
+  const std::string dir = temp_dir("ruby-no-loop");
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+  BackgroundProcess record({"/bin/sh", "-c",
+                            "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop exec \"$0\" record -d 4 -F 199 -p " +
+                                std::to_string(recursion.pid()) + " -o \"$1\" >\"$2\" 2>&1",
+                            OMNIPROF_BINARY, profile, log});
+  ASSERT_EQ(record.wait(), 0) << slurp(log);
+  const std::string output = slurp(log);
+  ASSERT_NE(output.find("program ruby_unwind)"), std::string::npos) << output;
+  std::string error;
+  auto samples = read_samples(profile, &error);
+  ASSERT_FALSE(samples.empty()) << error;
+  std::vector<std::string> expected = {"Recursion#bottom"};
+  for (int i = 0; i <= kDepth; ++i) expected.push_back("Recursion#down");
+  expected.push_back("<main>");
+  int64_t total = 0, whole = 0;
+  std::string counterexample;
+  for (const Sample& s : samples_of_pid(samples, recursion.pid())) {
+    auto rb = ruby_frames(s);
+    if (rb.empty() || rb[0].function != "Recursion#bottom") continue;
+    total += s.count;
+    if (function_names(rb) == expected && s.frames.back().function == "_start") {
+      whole += s.count;
+    } else if (counterexample.empty()) {
+      counterexample = s.text();
+    }
+  }
+  ASSERT_GE(total, 50) << "too few samples in Recursion#bottom\n" << output;
+  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples carry Recursion#bottom, " << kDepth + 1
+                                     << " Recursion#down, <main> and _start; one that does not: " << counterexample;
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, RubyProfileTest, ::testing::ValuesIn(interpreters()),

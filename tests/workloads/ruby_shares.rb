@@ -1,7 +1,7 @@
 # CPU split about 50/30/20 between Shares#hot_a, #hot_b and #hot_c, each under
 # its own caller (#caller_a, #caller_b, #caller_c), called from Shares#run
 # under <main>. An oracle thread reads the main thread's
-# Thread#backtrace_locations every 2 ms and counts which hot method it is in:
+# Thread#backtrace_locations every 5 ms and counts which hot method it is in:
 # the shares an independent sampler measured in the same process, for the
 # profile to be compared with. The hot loops call Thread.pass at equal steps
 # of work so that the oracle gets the GVL often (CRuby hands it over only
@@ -14,7 +14,7 @@
 # OUT_FILE: "NAME FIRST_LINE LAST_LINE ORACLE_SAMPLES" (FIRST_LINE is the def,
 # LAST_LINE its end).
 class Shares
-  STEP = 2000
+  STEP = 10_000
 
   # The three hot methods do the same work on purpose: their shares are set
   # by how much each caller asks of it (5:3:2).
@@ -81,7 +81,7 @@ worker = Thread.current
 counts = Hash.new(0)
 oracle = Thread.new do
   until stopping[1]
-    sleep 0.002
+    sleep 0.005
     locations = worker.backtrace_locations || []
     hot = locations.find { |l| HOT.include?(l.base_label) }
     counts[hot.base_label] += 1 if hot
