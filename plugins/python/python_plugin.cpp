@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "omniprof/offsets.hpp"
+#include "omniprof/private_maps.hpp"
 #include "omniprof/support/elf_file.h"
 #include "pyperf.h"
 #include "python.skel.h"
@@ -73,10 +74,11 @@ struct PythonProcess {
 class PythonPlugin {
  public:
   PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
-      : host_(host), log_(host), table_(std::move(table)) {
-    offsets_fd_ = host->private_map_fd(host->host, "python_offsets");
-    code_seen_fd_ = host->private_map_fd(host->host, "python_code_seen");
-  }
+      : host_(host),
+        log_(host),
+        table_(std::move(table)),
+        layouts_(host->private_map_fd(host->host, "python_offsets"), PYTHON_MAX_VERSIONS, "python_offsets"),
+        code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")) {}
 
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
   void gone(int32_t pid) {
@@ -94,7 +96,6 @@ class PythonPlugin {
       return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
     };
   }
-  std::optional<uint32_t> offsets_index(const python_offsets& offsets, std::string* error);
   void log_unsupported(int32_t pid, const std::string& comm, const std::string& what) {
     if (!unsupported_logged_.insert(pid).second) return;
     log_.warn("python: pid " + std::to_string(pid) + " (" + comm + "): " + what +
@@ -104,10 +105,9 @@ class PythonPlugin {
   const omniprof_host_api* host_;
   omniprof::sdk::HostLog log_;
   py::PythonOffsetsTable table_;
-  int offsets_fd_ = -1;
+  omniprof::sdk::LayoutSlots<python_offsets> layouts_;  // the slot = the key in python_offsets
   int code_seen_fd_ = -1;
   std::unordered_map<uint64_t, PythonFile> files_;
-  std::vector<python_offsets> stored_offsets_;  // index = key in python_offsets
   std::unordered_map<int32_t, PythonProcess> processes_;
   std::set<int32_t> unsupported_logged_;
   py::PythonCodeCache cache_;
@@ -179,23 +179,6 @@ const PythonFile& PythonPlugin::file_info(uint64_t file_id, const std::string& p
     return scratch;
   }
   return files_.emplace(file_id, std::move(info)).first->second;
-}
-
-std::optional<uint32_t> PythonPlugin::offsets_index(const python_offsets& offsets, std::string* error) {
-  for (size_t i = 0; i < stored_offsets_.size(); ++i) {
-    if (std::memcmp(&stored_offsets_[i], &offsets, sizeof(offsets)) == 0) return static_cast<uint32_t>(i);
-  }
-  if (stored_offsets_.size() >= PYTHON_MAX_VERSIONS) {
-    *error = "python_offsets is full (" + std::to_string(PYTHON_MAX_VERSIONS) + " layouts)";
-    return std::nullopt;
-  }
-  uint32_t index = static_cast<uint32_t>(stored_offsets_.size());
-  if (offsets_fd_ < 0 || bpf_map_update_elem(offsets_fd_, &index, &offsets, BPF_ANY) != 0) {
-    *error = "cannot write python_offsets[" + std::to_string(index) + "]: " + std::strerror(errno);
-    return std::nullopt;
-  }
-  stored_offsets_.push_back(offsets);
-  return index;
 }
 
 omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_process_attach& attach,
@@ -273,7 +256,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
     return OMNIPROF_NOT_MINE;
   }
   std::string reason;
-  auto index = offsets_index(offsets.bpf, &reason);
+  auto index = layouts_.slot_of(offsets.bpf, &reason);
   if (!index) {
     omniprof::sdk::set_error(error, reason);
     return OMNIPROF_ERR_NO_SPACE;
@@ -321,17 +304,7 @@ omniprof_status PythonPlugin::symbolize(int32_t pid, const omniprof_frame_data& 
 // Reads the code objects the walk met since the last tick, while their
 // processes live, so that symbolize_frame can name them after an exit.
 void PythonPlugin::tick() {
-  if (code_seen_fd_ < 0) return;
-  std::vector<pyperf_code_key> keys;
-  pyperf_code_key key{}, next{};
-  const pyperf_code_key* cursor = nullptr;
-  while (keys.size() < PYPERF_CODE_SEEN_ENTRIES && bpf_map_get_next_key(code_seen_fd_, cursor, &next) == 0) {
-    keys.push_back(next);
-    key = next;
-    cursor = &key;
-  }
-  for (const auto& k : keys) {
-    bpf_map_delete_elem(code_seen_fd_, &k);
+  for (const auto& [k, seen] : omniprof::sdk::drain_map<pyperf_code_key, uint8_t>(code_seen_fd_, PYPERF_CODE_SEEN_ENTRIES)) {
     int32_t pid = static_cast<int32_t>(k.pid);
     auto process = processes_.find(pid);
     if (process == processes_.end()) continue;
@@ -358,43 +331,11 @@ omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint
   });
 }
 
-void destroy(void* instance) { delete static_cast<PythonPlugin*>(instance); }
-
-omniprof_status detect_process(void* instance, const omniprof_process* process, omniprof_process_attach* attach,
-                               char* error) {
-  return omniprof::sdk::guarded(error, [&] { return static_cast<PythonPlugin*>(instance)->detect(*process, *attach, error); });
-}
-
-void process_gone(void* instance, int32_t pid) {
-  try {
-    static_cast<PythonPlugin*>(instance)->gone(pid);
-  } catch (...) {
-  }
-}
-
-omniprof_status symbolize_frame(void* instance, int32_t pid, const omniprof_frame_data* frame,
-                                omniprof_symbol* symbol, char* error) {
-  return omniprof::sdk::guarded(error, [&] {
-    return static_cast<PythonPlugin*>(instance)->symbolize(pid, *frame, *symbol, error);
-  });
-}
-
-void tick(void* instance) {
-  try {
-    static_cast<PythonPlugin*>(instance)->tick();
-  } catch (...) {
-  }
-}
-
 omniprof_plugin make_entry() {
   omniprof_plugin entry =
       omniprof::sdk::make_plugin_entry("python", "0.1.0", "python", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
-  entry.destroy = destroy;
-  entry.detect_process = detect_process;
-  entry.process_gone = process_gone;
-  entry.symbolize_frame = symbolize_frame;
-  entry.tick = tick;
+  omniprof::sdk::set_instance_hooks<PythonPlugin>(entry);
   entry.label_key = "python_gil";
   entry.label_values = kLabelValues;
   entry.num_label_values = sizeof(kLabelValues) / sizeof(kLabelValues[0]);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "omniprof/offsets.hpp"
+#include "omniprof/private_maps.hpp"
 #include "omniprof/support/elf_file.h"
 #include "omniprof/support/tls_variable.h"
 #include "rbperf.h"
@@ -81,10 +82,11 @@ struct RubyProcess {
 class RubyPlugin {
  public:
   RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
-      : host_(host), log_(host), table_(std::move(table)) {
-    offsets_fd_ = host->private_map_fd(host->host, "ruby_offsets");
-    frames_seen_fd_ = host->private_map_fd(host->host, "ruby_frames_seen");
-  }
+      : host_(host),
+        log_(host),
+        table_(std::move(table)),
+        layouts_(host->private_map_fd(host->host, "ruby_offsets"), RUBY_MAX_VERSIONS, "ruby_offsets"),
+        frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")) {}
 
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
   void gone(int32_t pid) {
@@ -105,7 +107,6 @@ class RubyPlugin {
       return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
     };
   }
-  std::optional<uint32_t> offsets_index(const ruby_offsets& offsets, std::string* error);
   bool ec_data(int32_t pid, const RubyFile& info, uint64_t bias, omniprof_process_attach& attach, std::string* why);
   struct SeenFrame {
     int32_t pid;
@@ -120,10 +121,9 @@ class RubyPlugin {
   const omniprof_host_api* host_;
   omniprof::sdk::HostLog log_;
   rb::RubyOffsetsTable table_;
-  int offsets_fd_ = -1;
+  omniprof::sdk::LayoutSlots<ruby_offsets> layouts_;  // the slot = the key in ruby_offsets
   int frames_seen_fd_ = -1;
   std::unordered_map<uint64_t, RubyFile> files_;
-  std::vector<ruby_offsets> stored_offsets_;  // index = key in ruby_offsets
   std::unordered_map<int32_t, RubyProcess> processes_;
   std::set<int32_t> unsupported_logged_;
   // (pid, frame address) -> the method entry the walk saw with it (rbperf.h).
@@ -196,23 +196,6 @@ const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path,
     return scratch;
   }
   return files_.emplace(file_id, std::move(info)).first->second;
-}
-
-std::optional<uint32_t> RubyPlugin::offsets_index(const ruby_offsets& offsets, std::string* error) {
-  for (size_t i = 0; i < stored_offsets_.size(); ++i) {
-    if (std::memcmp(&stored_offsets_[i], &offsets, sizeof(offsets)) == 0) return static_cast<uint32_t>(i);
-  }
-  if (stored_offsets_.size() >= RUBY_MAX_VERSIONS) {
-    *error = "ruby_offsets is full (" + std::to_string(RUBY_MAX_VERSIONS) + " layouts)";
-    return std::nullopt;
-  }
-  uint32_t index = static_cast<uint32_t>(stored_offsets_.size());
-  if (offsets_fd_ < 0 || bpf_map_update_elem(offsets_fd_, &index, &offsets, BPF_ANY) != 0) {
-    *error = "cannot write ruby_offsets[" + std::to_string(index) + "]: " + std::strerror(errno);
-    return std::nullopt;
-  }
-  stored_offsets_.push_back(offsets);
-  return index;
 }
 
 // The process data that gets the walk to a thread's EC. For TLS reached
@@ -305,7 +288,7 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
     return OMNIPROF_NOT_MINE;
   }
   std::string reason;
-  auto index = offsets_index(shipped->bpf, &reason);
+  auto index = layouts_.slot_of(shipped->bpf, &reason);
   if (!index) {
     omniprof::sdk::set_error(error, reason);
     return OMNIPROF_ERR_NO_SPACE;
@@ -356,18 +339,8 @@ omniprof_status RubyPlugin::symbolize(int32_t pid, const omniprof_frame_data& fr
 // method entry, for symbolize_frame; returns the frames not known before.
 std::vector<RubyPlugin::SeenFrame> RubyPlugin::drain_frames_seen() {
   std::vector<SeenFrame> fresh;
-  if (frames_seen_fd_ < 0) return fresh;
-  std::vector<std::pair<rbperf_frame_key, uint64_t>> entries;
-  rbperf_frame_key key{}, next{};
-  const rbperf_frame_key* cursor = nullptr;
-  while (entries.size() < RBPERF_FRAMES_SEEN_ENTRIES && bpf_map_get_next_key(frames_seen_fd_, cursor, &next) == 0) {
-    uint64_t method_entry = 0;
-    if (bpf_map_lookup_elem(frames_seen_fd_, &next, &method_entry) == 0) entries.push_back({next, method_entry});
-    key = next;
-    cursor = &key;
-  }
-  for (const auto& [k, method_entry] : entries) {
-    bpf_map_delete_elem(frames_seen_fd_, &k);
+  for (const auto& [k, method_entry] :
+       omniprof::sdk::drain_map<rbperf_frame_key, uint64_t>(frames_seen_fd_, RBPERF_FRAMES_SEEN_ENTRIES)) {
     int32_t pid = static_cast<int32_t>(k.pid);
     if (!processes_.count(pid)) continue;
     auto [it, inserted] = method_entries_.insert_or_assign({pid, k.address}, method_entry);
@@ -408,43 +381,11 @@ omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint
   });
 }
 
-void destroy(void* instance) { delete static_cast<RubyPlugin*>(instance); }
-
-omniprof_status detect_process(void* instance, const omniprof_process* process, omniprof_process_attach* attach,
-                               char* error) {
-  return omniprof::sdk::guarded(error, [&] { return static_cast<RubyPlugin*>(instance)->detect(*process, *attach, error); });
-}
-
-void process_gone(void* instance, int32_t pid) {
-  try {
-    static_cast<RubyPlugin*>(instance)->gone(pid);
-  } catch (...) {
-  }
-}
-
-omniprof_status symbolize_frame(void* instance, int32_t pid, const omniprof_frame_data* frame, omniprof_symbol* symbol,
-                                char* error) {
-  return omniprof::sdk::guarded(error, [&] {
-    return static_cast<RubyPlugin*>(instance)->symbolize(pid, *frame, *symbol, error);
-  });
-}
-
-void tick(void* instance) {
-  try {
-    static_cast<RubyPlugin*>(instance)->tick();
-  } catch (...) {
-  }
-}
-
 omniprof_plugin make_entry() {
   omniprof_plugin entry = omniprof::sdk::make_plugin_entry("ruby", "0.1.0", "ruby", OMNIPROF_MODULE_RBPERF,
                                                            ruby_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
-  entry.destroy = destroy;
-  entry.detect_process = detect_process;
-  entry.process_gone = process_gone;
-  entry.symbolize_frame = symbolize_frame;
-  entry.tick = tick;
+  omniprof::sdk::set_instance_hooks<RubyPlugin>(entry);
   return entry;
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "omniprof/bpf/abi.h"
 #include "omniprof/plugin.h"
@@ -82,6 +84,71 @@ omniprof_plugin make_plugin_entry(const char* name, const char* version, const c
   entry.stat_names = stat_names;
   entry.num_stat_names = NumStats;
   return entry;
+}
+
+namespace detail {
+template <typename T, typename = void>
+struct has_detect : std::false_type {};
+template <typename T>
+struct has_detect<T, std::void_t<decltype(std::declval<T&>().detect(std::declval<const omniprof_process&>(),
+                                                                     std::declval<omniprof_process_attach&>(),
+                                                                     std::declval<char*>()))>> : std::true_type {};
+template <typename T, typename = void>
+struct has_gone : std::false_type {};
+template <typename T>
+struct has_gone<T, std::void_t<decltype(std::declval<T&>().gone(int32_t{}))>> : std::true_type {};
+template <typename T, typename = void>
+struct has_symbolize : std::false_type {};
+template <typename T>
+struct has_symbolize<T, std::void_t<decltype(std::declval<T&>().symbolize(
+                            int32_t{}, std::declval<const omniprof_frame_data&>(), std::declval<omniprof_symbol&>(),
+                            std::declval<char*>()))>> : std::true_type {};
+template <typename T, typename = void>
+struct has_tick : std::false_type {};
+template <typename T>
+struct has_tick<T, std::void_t<decltype(std::declval<T&>().tick())>> : std::true_type {};
+}  // namespace detail
+
+// The hooks of a plugin whose instance is a C++ object of class `Plugin`
+// (made by the plugin's own `create`, which owns construction): `destroy`
+// deletes it, and each hook the class has a member for forwards to it,
+// exceptions turned into OMNIPROF_ERR_INTERNAL (or swallowed, for hooks
+// that return nothing) so that none crosses the C boundary:
+//   omniprof_status detect(const omniprof_process&, omniprof_process_attach&, char* error)
+//   void gone(int32_t pid)                                    -> process_gone
+//   omniprof_status symbolize(int32_t pid, const omniprof_frame_data&, omniprof_symbol&, char* error)
+//   void tick()
+template <typename Plugin>
+void set_instance_hooks(omniprof_plugin& entry) {
+  entry.destroy = [](void* instance) { delete static_cast<Plugin*>(instance); };
+  if constexpr (detail::has_detect<Plugin>::value) {
+    entry.detect_process = [](void* instance, const omniprof_process* process, omniprof_process_attach* attach,
+                              char* error) {
+      return guarded(error, [&] { return static_cast<Plugin*>(instance)->detect(*process, *attach, error); });
+    };
+  }
+  if constexpr (detail::has_gone<Plugin>::value) {
+    entry.process_gone = [](void* instance, int32_t pid) {
+      try {
+        static_cast<Plugin*>(instance)->gone(pid);
+      } catch (...) {
+      }
+    };
+  }
+  if constexpr (detail::has_symbolize<Plugin>::value) {
+    entry.symbolize_frame = [](void* instance, int32_t pid, const omniprof_frame_data* frame, omniprof_symbol* symbol,
+                               char* error) {
+      return guarded(error, [&] { return static_cast<Plugin*>(instance)->symbolize(pid, *frame, *symbol, error); });
+    };
+  }
+  if constexpr (detail::has_tick<Plugin>::value) {
+    entry.tick = [](void* instance) {
+      try {
+        static_cast<Plugin*>(instance)->tick();
+      } catch (...) {
+      }
+    };
+  }
 }
 
 }  // namespace omniprof::sdk
