@@ -257,18 +257,24 @@ class ObjectReader {
     return *pointer;
   }
 
+  // A class's path or attached object: a field of its classext (3.3+,
+  // `field` >= 0) or, up to 3.1, its ivar `ivar`.
+  std::optional<uint64_t> class_slot(uint64_t klass, int64_t field, const char* ivar) {
+    auto ext = classext(klass);
+    if (!ext) return std::nullopt;
+    if (field >= 0) {
+      auto value = u64(*ext + field, ivar);
+      if (!value) return std::nullopt;
+      return *value;
+    }
+    if (o_.classext_iv_tbl >= 0) return class_ivar(*ext, ivar);
+    return std::nullopt;
+  }
+
   // The path String's text of a class or module ("Foo", "A::B"), nullopt
   // when it has none (anonymous) or it cannot be read.
   std::optional<std::string> class_path(uint64_t klass) {
-    auto ext = classext(klass);
-    if (!ext) return std::nullopt;
-    std::optional<uint64_t> path;
-    if (o_.classext_classpath >= 0) {
-      auto value = u64(*ext + o_.classext_classpath, "classpath");
-      if (value) path = *value;
-    } else if (o_.classext_iv_tbl >= 0) {
-      path = class_ivar(*ext, "__classpath__");
-    }
+    std::optional<uint64_t> path = class_slot(klass, o_.classext_classpath, "__classpath__");
     if (!path) return std::nullopt;
     auto text = string(*path);
     if (!text || text->empty()) return std::nullopt;
@@ -292,15 +298,7 @@ class ObjectReader {
       // A singleton class: name the object it is attached to (a class or
       // module for `def self.baz`; anything else stays unnamed).
       method.separator = '.';
-      auto ext = classext(owner);
-      if (!ext) return;
-      std::optional<uint64_t> attached;
-      if (o_.classext_attached_object >= 0) {
-        auto value = u64(*ext + o_.classext_attached_object, "attached_object");
-        if (value) attached = *value;
-      } else if (o_.classext_iv_tbl >= 0) {
-        attached = class_ivar(*ext, "__attached__");
-      }
+      std::optional<uint64_t> attached = class_slot(owner, o_.classext_attached_object, "__attached__");
       if (!attached) return;
       owner = *attached;
     }
