@@ -79,6 +79,20 @@ static __always_inline const struct ruby_offsets *offsets_of(const struct omnipr
   return bpf_map_lookup_elem(&ruby_offsets, &version);
 }
 
+/* The global EC models give the EC of the thread that holds the GVL: the
+ * sampled thread's only if that EC's thread is this one (its thread_id is
+ * pthread_self(), the fs base). Another thread's is not walked (counted):
+ * its frames would be shown under this thread. */
+static __always_inline bool gvl_holder_is_this_thread(const struct ruby_offsets *o, __u64 ec) {
+  __u64 thread = 0, id = 0;
+  if (ec == 0 || o->ec_thread_ptr == RUBY_OFFSET_NONE || o->thread_native_id == RUBY_OFFSET_NONE) return false;
+  if (read_u64(ec + o->ec_thread_ptr, &thread) != 0 || thread == 0) return false;
+  if (read_u64(thread + o->thread_native_id, &id) != 0) return false;
+  if (id == omniprof_thread_pointer()) return true;
+  omniprof_count(RBPERF_STAT_EC_OF_ANOTHER_THREAD);
+  return false;
+}
+
 /* The sampled thread's rb_execution_context_t, or 0 (a thread that never
  * ran Ruby: its TLS slot is empty or its DTV entry unallocated). */
 static __always_inline __u64 find_ec(const struct omniprof_process_info *process, const struct ruby_offsets *o) {
@@ -102,12 +116,12 @@ static __always_inline __u64 find_ec(const struct omniprof_process_info *process
     }
     case RUBY_EC_GLOBAL_POINTER:
       if (read_u64(a, &ec) != 0) return 0;
-      return ec;
+      return gvl_holder_is_this_thread(o, ec) ? ec : 0;
     case RUBY_EC_MAIN_RACTOR:
       if (o->ractor_running_ec == RUBY_OFFSET_NONE) return 0;
       if (read_u64(a, &base) != 0 || base == 0) return 0;
       if (read_u64(base + o->ractor_running_ec, &ec) != 0) return 0;
-      return ec;
+      return gvl_holder_is_this_thread(o, ec) ? ec : 0;
     default:
       return 0;
   }

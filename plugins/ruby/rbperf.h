@@ -20,6 +20,7 @@ enum rbperf_stat {
   RBPERF_STAT_READ_FAILED,   /* VM memory unreadable: an [unknown ruby] frame, the walk ended */
   RBPERF_STAT_TRUNCATED,     /* frames left when the walk's budget ran out */
   RBPERF_STAT_FRAMES_SEEN_FULL, /* ruby_frames_seen full: a frame named late (if at all) */
+  RBPERF_STAT_EC_OF_ANOTHER_THREAD, /* 2.6 to 3.0.3: the global EC was another thread's (this one ran without the GVL) */
   RBPERF_STAT_END
 };
 

@@ -53,6 +53,12 @@ struct ruby_offsets {
   omniprof_u16 iseq_body;     /* rb_iseq_t.body */
   omniprof_u16 body_iseq_encoded; /* rb_iseq_constant_body.iseq_encoded */
   omniprof_u16 ractor_running_ec; /* rb_ractor_t.threads.running_ec (3.0 without TLS), else NONE */
+  /* The global EC models name the GVL holder's EC, which is not the sampled
+   * thread's when that one runs without the GVL: the walk checks
+   * ec->thread_ptr->thread_id (pthread_self() of its thread, the fs base on
+   * x86-64 glibc). NONE with the TLS model, where the EC is the thread's own. */
+  omniprof_u16 ec_thread_ptr;     /* rb_execution_context_t.thread_ptr */
+  omniprof_u16 thread_native_id;  /* rb_thread_t.thread_id */
 };
 
 #endif /* OMNIPROF_RUBY_OFFSETS_H */

@@ -30,6 +30,8 @@ constexpr Field kFields[] = {
     BPF_FIELD(iseq_body),
     BPF_FIELD(body_iseq_encoded),
     BPF_FIELD(ractor_running_ec),
+    BPF_FIELD(ec_thread_ptr),
+    BPF_FIELD(thread_native_id),
     READER_FIELD(ec_model),
     READER_FIELD(body_type),
     READER_FIELD(body_iseq_size),
@@ -177,6 +179,13 @@ RubyOffsetsTable RubyOffsetsTable::from_table(const sdk::OffsetTable& table, con
     }
     if (model == RUBY_EC_MAIN_RACTOR && offsets.bpf.ractor_running_ec == RUBY_OFFSET_NONE) {
       throw sdk::OffsetError(where + ": ec_model 4 (main ractor) needs ractor_running_ec");
+    }
+    // A global EC is the GVL holder's: without the thread check, a thread
+    // running outside the GVL would get another thread's stack.
+    if (model != RUBY_EC_TLS_DTV &&
+        (offsets.bpf.ec_thread_ptr == RUBY_OFFSET_NONE || offsets.bpf.thread_native_id == RUBY_OFFSET_NONE)) {
+      throw sdk::OffsetError(where + ": ec_model " + std::to_string(model) +
+                             " (a global EC) needs ec_thread_ptr and thread_native_id");
     }
     result.versions_.push_back(offsets);
   }

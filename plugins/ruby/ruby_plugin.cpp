@@ -46,7 +46,7 @@ const omniprof_program_slot kPrograms[] = {
 
 // In the order of enum rbperf_stat.
 const char* const kStatNames[] = {
-    "samples", "frames", "no_offsets", "no_ec", "read_failed", "truncated", "frames_seen_full",
+    "samples", "frames", "no_offsets", "no_ec", "read_failed", "truncated", "frames_seen_full", "ec_of_another_thread",
 };
 static_assert(sizeof(kStatNames) / sizeof(kStatNames[0]) == RBPERF_STAT_END - RBPERF_STAT_SAMPLES);
 

@@ -91,6 +91,11 @@ TEST(RubyOffsetsTable, RejectsUnknownKeysBadValuesAndRuntime) {
   std::string ractor = one_entry("3.0", "ec_model", "      ec_model: 4\n");
   ractor.replace(ractor.find("ractor_running_ec: 8"), 20, "ractor_running_ec: -1");
   expect_error(ractor, {"3.0", "ractor_running_ec"});
+  // A global EC is checked against the sampled thread: both offsets needed.
+  std::string global = one_entry("2.7", "ec_model", "      ec_model: 3\n");
+  (void)RubyOffsetsTable::parse(global, "test.yaml");
+  global.replace(global.find("thread_native_id: 8"), 19, "thread_native_id: -1");
+  expect_error(global, {"2.7", "thread_native_id"});
   std::string other_runtime = one_entry("3.1");
   other_runtime.replace(other_runtime.find("ruby"), 4, "python");
   expect_error(other_runtime, {"python"});
