@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.h"
+#include "profile_samples.h"
+
 namespace omniprof::e2e {
 
 struct Interpreter {
@@ -53,6 +56,55 @@ inline bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+// What `omniprof record` of some processes left: its exit status, what it
+// printed, and the profile's samples (empty, with `error`, if go cannot
+// read it).
+struct RecordedProfile {
+  int status = -1;
+  std::string output;
+  std::vector<Sample> samples;
+  std::string error;
+};
+
+// Records `pids` for `seconds` at 199 Hz, with `environment` (e.g.
+// "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop") set for the agent.
+inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::string& seconds,
+                                   const std::string& environment = "") {
+  const std::string dir = temp_dir("record");
+  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+  std::string command = environment + (environment.empty() ? "" : " ") + "exec \"$0\" record -d " + seconds + " -F 199";
+  for (pid_t pid : pids) command += " -p " + std::to_string(pid);
+  command += " -o \"$1\" >\"$2\" 2>&1";
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
+  RecordedProfile recorded;
+  recorded.status = record.wait();
+  recorded.output = slurp(log);
+  if (recorded.status == 0) recorded.samples = read_samples(profile, &recorded.error);
+  return recorded;
+}
+
+// Of the samples `selected` picks, how many (by count) `whole` accepts, and
+// one it does not, as text.
+struct Judged {
+  int64_t total = 0;
+  int64_t whole = 0;
+  std::string counterexample;
+};
+template <typename Selected, typename Whole>
+Judged judge(const std::vector<Sample>& samples, Selected&& selected, Whole&& whole) {
+  Judged judged;
+  for (const Sample& s : samples) {
+    if (!selected(s)) continue;
+    judged.total += s.count;
+    if (whole(s)) {
+      judged.whole += s.count;
+    } else if (judged.counterexample.empty()) {
+      judged.counterexample = s.text();
+    }
+  }
+  return judged;
 }
 
 }  // namespace omniprof::e2e

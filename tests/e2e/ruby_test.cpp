@@ -54,6 +54,30 @@ std::vector<FrameLocation> ruby_frames(const Sample& sample) {
 
 bool on_main_thread(const Sample& s) { return s.label("tid") == s.label("pid"); }
 
+// At least `at_least` samples judged, `percent` of them whole; `what` says
+// what whole means, `output` is the recording's log for a failure.
+void expect_mostly_whole(const Judged& judged, int64_t at_least, int64_t percent, const std::string& what,
+                         const std::string& output) {
+  ASSERT_GE(judged.total, at_least) << "too few samples to judge (" << what << ")\n" << output;
+  EXPECT_GE(judged.whole * 100, judged.total * percent)
+      << judged.whole << " of " << judged.total << " samples: " << what << "; one that is not: " << judged.counterexample;
+}
+
+// ruby_recursion.rb DEPTH: Recursion#bottom above DEPTH + 1 Recursion#down
+// above <main>, and the native stack down to _start below them.
+Judged judge_recursion(const std::vector<Sample>& samples, int depth) {
+  std::vector<std::string> expected = {"Recursion#bottom"};
+  for (int i = 0; i <= depth; ++i) expected.push_back("Recursion#down");
+  expected.push_back("<main>");
+  return judge(
+      samples,
+      [](const Sample& s) {
+        auto rb = ruby_frames(s);
+        return !rb.empty() && rb[0].function == "Recursion#bottom";
+      },
+      [&](const Sample& s) { return function_names(ruby_frames(s)) == expected && s.frames.back().function == "_start"; });
+}
+
 struct HotMethod {
   std::string name;
   int first_line = 0;  // the def
@@ -77,14 +101,12 @@ constexpr int kRecursionDepth = 100;
 // the workloads that write results are stopped with SIGTERM sooner.
 constexpr const char* kWorkloadSeconds = "120";
 constexpr const char* kRecordSeconds = "8";
-constexpr const char* kRecordHz = "199";
 
 
 Recording make_recording(const Interpreter& ruby) {
   Recording r;
   const std::string dir = temp_dir("ruby-" + ruby.name);
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
-  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
 
   // The shares are judged to 5 points: that thread runs at a higher
   // priority than the other workloads (as in python_test.cpp).
@@ -100,12 +122,10 @@ Recording make_recording(const Interpreter& ruby) {
     r.failure = "ruby_threads.rb wrote no " + threads_out;
     return r;
   }
-  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
-  for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.required, r.native}) command += " -p " + std::to_string(pid);
-  command += " -o \"$1\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
-  const int record_status = record.wait();
-  r.record_output = slurp(log);
+  RecordedProfile recorded =
+      record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native}, kRecordSeconds);
+  const int record_status = recorded.status;
+  r.record_output = recorded.output;
   shares.signal(SIGTERM);
   if (record_status != 0) {
     r.failure = "omniprof record exited " + std::to_string(record_status) + ": " + r.record_output;
@@ -121,9 +141,8 @@ Recording make_recording(const Interpreter& ruby) {
   std::istringstream tids(slurp(threads_out));
   std::string name, tid;
   while (tids >> name >> tid) r.thread_tids[name] = tid;
-  std::string error;
-  r.samples = read_samples(profile, &error);
-  if (r.samples.empty()) r.failure = error;
+  r.samples = std::move(recorded.samples);
+  if (r.samples.empty()) r.failure = recorded.error;
   return r;
 }
 
@@ -197,31 +216,27 @@ TEST_P(RubyProfileTest, HotMethodsHaveTheirFileLineCallersAndTheWorkloadsOwnShar
 // native frames (the interpreter's, int_dotimes's) between the block and it.
 void expect_block_above_c_function(const Recording& r, const std::string& work, const std::string& c_function,
                                    const std::string& caller) {
-  int64_t total = 0, whole = 0;
-  std::string counterexample;
-  for (const Sample& s : r.of_pid(r.mixed)) {
+  auto from_work = [&](const Sample& s) {
     auto rb = ruby_frames(s);
     auto at = std::find_if(rb.begin(), rb.end(), [&](const FrameLocation& f) { return f.function == "Mixed#" + work; });
-    if (at == rb.end()) continue;
-    total += s.count;
-    std::vector<std::string> names = function_names({at, rb.end()});
-    bool ruby_order = names == std::vector<std::string>{"Mixed#" + work, "block in Mixed#" + caller, c_function,
-                                                        "Mixed#" + caller, "<main>"};
-    // Native frames between the block and the C function: where the C
-    // function called back into the VM.
-    size_t block = s.index_of("block in Mixed#" + caller), c = s.index_of(c_function, block);
-    bool native_between = c < s.frames.size() && c > block + 1;
-    for (size_t i = block + 1; native_between && i < c; ++i) native_between = !is_ruby_frame(s.frames[i]);
-    if (ruby_order && native_between) {
-      whole += s.count;
-    } else if (counterexample.empty()) {
-      counterexample = s.text();
-    }
-  }
-  ASSERT_GE(total, 30) << "too few samples in Mixed#" << work << " to judge\n" << r.record_output;
-  EXPECT_GE(whole * 100, total * 90) << whole << " of " << total << " samples of Mixed#" << work
-                                     << " have it above block in Mixed#" << caller << ", native frames, " << c_function
-                                     << ", Mixed#" << caller << ", <main>; one that does not: " << counterexample;
+    return function_names({at, rb.end()});
+  };
+  Judged judged = judge(
+      r.of_pid(r.mixed), [&](const Sample& s) { return !from_work(s).empty(); },
+      [&](const Sample& s) {
+        bool ruby_order = from_work(s) == std::vector<std::string>{"Mixed#" + work, "block in Mixed#" + caller,
+                                                                   c_function, "Mixed#" + caller, "<main>"};
+        // Native frames between the block and the C function: where the C
+        // function called back into the VM.
+        size_t block = s.index_of("block in Mixed#" + caller), c = s.index_of(c_function, block);
+        bool native_between = c < s.frames.size() && c > block + 1;
+        for (size_t i = block + 1; native_between && i < c; ++i) native_between = !is_ruby_frame(s.frames[i]);
+        return ruby_order && native_between;
+      });
+  expect_mostly_whole(judged, 30, 90,
+                      "Mixed#" + work + " above block in Mixed#" + caller + ", native frames, " + c_function + ", Mixed#" +
+                          caller + ", <main>",
+                      r.record_output);
 }
 
 TEST_P(RubyProfileTest, BlockOfIntegerTimesRunsAboveTheCFrameOfTimesAboveItsCaller) {
@@ -236,26 +251,9 @@ TEST_P(RubyProfileTest, BlockOfArrayEachRunsAboveTheCFrameOfEachAboveItsCaller) 
 
 TEST_P(RubyProfileTest, HundredDeepRecursionHasEveryFrameInOrder) {
   OMNIPROF_RUBY_RECORDING(r);
-  std::vector<std::string> expected = {"Recursion#bottom"};
-  for (int i = 0; i <= kRecursionDepth; ++i) expected.push_back("Recursion#down");
-  expected.push_back("<main>");
-  int64_t total = 0, whole = 0;
-  std::string counterexample;
-  for (const Sample& s : r.of_pid(r.recursion)) {
-    auto rb = ruby_frames(s);
-    if (rb.empty() || rb[0].function != "Recursion#bottom") continue;
-    total += s.count;
-    // The native stack still ends in the process's entry point below them.
-    if (function_names(rb) == expected && s.frames.back().function == "_start") {
-      whole += s.count;
-    } else if (counterexample.empty()) {
-      counterexample = s.text();
-    }
-  }
-  ASSERT_GE(total, 50) << "too few samples in Recursion#bottom to judge\n" << r.record_output;
-  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples carry Recursion#bottom, "
-                                     << kRecursionDepth + 1 << " Recursion#down, <main> and _start; one that does not: "
-                                     << counterexample;
+  expect_mostly_whole(judge_recursion(r.of_pid(r.recursion), kRecursionDepth), 50, 95,
+                      "Recursion#bottom, " + std::to_string(kRecursionDepth + 1) + " Recursion#down, <main>, _start",
+                      r.record_output);
 }
 
 TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
@@ -302,26 +300,19 @@ TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
 TEST_P(RubyProfileTest, TopLevelOfARequiredFileIsTopRequiredUnderRequireRelative) {
   OMNIPROF_RUBY_RECORDING(r);
   const std::string top = script("ruby_required_top.rb"), main = script("ruby_required.rb");
-  int64_t total = 0, whole = 0;
-  std::string counterexample;
-  for (const Sample& s : r.of_pid(r.required)) {
-    auto rb = ruby_frames(s);
-    if (rb.empty()) continue;
-    total += s.count;
-    // The top level's loop is lines 4 to 11 of ruby_required_top.rb; Kernel#require_relative
-    // is a C function (no file); <main> runs it from line 7 of ruby_required.rb.
-    bool ok = function_names(rb) == std::vector<std::string>{"<top (required)>", "Kernel#require_relative", "<main>"} &&
-              rb[0].file == top && rb[0].line >= 4 && rb[0].line <= 11 && rb[2].file == main && rb[2].line == 7;
-    if (ok) {
-      whole += s.count;
-    } else if (counterexample.empty()) {
-      counterexample = s.text();
-    }
-  }
-  ASSERT_GE(total, 50) << "too few samples of ruby_required.rb to judge\n" << r.record_output;
-  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples of ruby_required.rb have <top (required)> at "
-                                     << top << ":4-11 <- Kernel#require_relative <- <main> at " << main
-                                     << ":7; one that does not: " << counterexample;
+  // The top level's loop is lines 4 to 11 of ruby_required_top.rb;
+  // Kernel#require_relative is a C function (no file); <main> runs it from
+  // line 7 of ruby_required.rb.
+  Judged judged = judge(
+      r.of_pid(r.required), [](const Sample& s) { return !ruby_frames(s).empty(); },
+      [&](const Sample& s) {
+        auto rb = ruby_frames(s);
+        return function_names(rb) == std::vector<std::string>{"<top (required)>", "Kernel#require_relative", "<main>"} &&
+               rb[0].file == top && rb[0].line >= 4 && rb[0].line <= 11 && rb[2].file == main && rb[2].line == 7;
+      });
+  expect_mostly_whole(judged, 50, 95,
+                      "<top (required)> at " + top + ":4-11 <- Kernel#require_relative <- <main> at " + main + ":7",
+                      r.record_output);
 }
 
 TEST_P(RubyProfileTest, PlainCProgramBesideThemIsNotClaimed) {
@@ -352,33 +343,21 @@ TEST(RubyEmbeddedTest, ProgramEmbeddingLibrubyHasItsRubyFramesAboveTheCFramesTha
     GTEST_SKIP() << program << " not built (ruby-dev missing)";
   }
   BackgroundProcess embedded({program, kWorkloadSeconds});
-  const std::string dir = temp_dir("ruby-embedded");
-  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
-  BackgroundProcess record({"/bin/sh", "-c",
-                            "exec \"$0\" record -d 4 -F 199 -p " + std::to_string(embedded.pid()) +
-                                " -o \"$1\" >\"$2\" 2>&1",
-                            OMNIPROF_BINARY, profile, log});
-  ASSERT_EQ(record.wait(), 0) << slurp(log);
-  std::string error;
-  auto samples = read_samples(profile, &error);
-  ASSERT_FALSE(samples.empty()) << error;
-  int64_t total = 0, whole = 0;
-  std::string counterexample;
-  for (const Sample& s : samples_of_pid(samples, embedded.pid())) {
-    auto rb = ruby_frames(s);
-    if (rb.empty() || rb[0].function != "Embedded#spin") continue;
-    total += s.count;
-    size_t run = s.index_of("Embedded#run"), c = s.index_of("run_embedded_ruby", run), main = s.index_of("main", c);
-    if (function_names(rb) == std::vector<std::string>{"Embedded#spin", "Embedded#run"} && main < s.frames.size()) {
-      whole += s.count;
-    } else if (counterexample.empty()) {
-      counterexample = s.text();
-    }
-  }
-  ASSERT_GE(total, 50) << "too few samples in Embedded#spin\n" << slurp(log);
-  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total
-                                     << " samples have Embedded#spin <- Embedded#run above run_embedded_ruby <- main; "
-                                        "one that does not: " << counterexample;
+  RecordedProfile recorded = record_pids({embedded.pid()}, "4");
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  Judged judged = judge(
+      samples_of_pid(recorded.samples, embedded.pid()),
+      [](const Sample& s) {
+        auto rb = ruby_frames(s);
+        return !rb.empty() && rb[0].function == "Embedded#spin";
+      },
+      [](const Sample& s) {
+        size_t run = s.index_of("Embedded#run"), c = s.index_of("run_embedded_ruby", run), main = s.index_of("main", c);
+        return function_names(ruby_frames(s)) == std::vector<std::string>{"Embedded#spin", "Embedded#run"} &&
+               main < s.frames.size();
+      });
+  expect_mostly_whole(judged, 50, 95, "Embedded#spin <- Embedded#run above run_embedded_ruby <- main", recorded.output);
 }
 
 // A copy of Debian's libruby-3.1, patched by `patch` (which gets the bytes
@@ -451,16 +430,10 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
         "env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems", script("ruby_recursion.rb"), "10", kWorkloadSeconds});
   };
   auto unknown_ruby = run(unknown), stripped_ruby = run(stripped);
-  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
-  BackgroundProcess record({"/bin/sh", "-c",
-                            "exec \"$0\" record -d 4 -F 199 -p " + std::to_string(unknown_ruby->pid()) + " -p " +
-                                std::to_string(stripped_ruby->pid()) + " -o \"$1\" >\"$2\" 2>&1",
-                            OMNIPROF_BINARY, profile, log});
-  ASSERT_EQ(record.wait(), 0) << slurp(log);
-  const std::string output = slurp(log);
-  std::string error;
-  auto samples = read_samples(profile, &error);
-  ASSERT_FALSE(samples.empty()) << error;
+  RecordedProfile recorded = record_pids({unknown_ruby->pid(), stripped_ruby->pid()}, "4");
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  const std::string& output = recorded.output;
   struct Case {
     pid_t pid;
     std::string says;
@@ -474,7 +447,7 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
     std::string line = output.substr(first, output.find('\n', first) - first);
     EXPECT_NE(line.find(c.says), std::string::npos) << line;
     int64_t total = 0, native = 0, ruby_claimed = 0;
-    for (const Sample& s : samples_of_pid(samples, c.pid)) {
+    for (const Sample& s : samples_of_pid(recorded.samples, c.pid)) {
       total += s.count;
       if (!ruby_frames(s).empty()) ruby_claimed += s.count;
       // Walked natively through the interpreter down to the executable.
@@ -501,36 +474,13 @@ TEST(RubyPluginLimitsTest, WithoutBpfLoopA30DeepRubyStackIsWhole) {
   }
   constexpr int kDepth = 30;
   BackgroundProcess recursion({ruby, script("ruby_recursion.rb"), std::to_string(kDepth), kWorkloadSeconds});
-  const std::string dir = temp_dir("ruby-no-loop");
-  const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
-  BackgroundProcess record({"/bin/sh", "-c",
-                            "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop exec \"$0\" record -d 4 -F 199 -p " +
-                                std::to_string(recursion.pid()) + " -o \"$1\" >\"$2\" 2>&1",
-                            OMNIPROF_BINARY, profile, log});
-  ASSERT_EQ(record.wait(), 0) << slurp(log);
-  const std::string output = slurp(log);
-  ASSERT_NE(output.find("program ruby_unwind)"), std::string::npos) << output;
-  std::string error;
-  auto samples = read_samples(profile, &error);
-  ASSERT_FALSE(samples.empty()) << error;
-  std::vector<std::string> expected = {"Recursion#bottom"};
-  for (int i = 0; i <= kDepth; ++i) expected.push_back("Recursion#down");
-  expected.push_back("<main>");
-  int64_t total = 0, whole = 0;
-  std::string counterexample;
-  for (const Sample& s : samples_of_pid(samples, recursion.pid())) {
-    auto rb = ruby_frames(s);
-    if (rb.empty() || rb[0].function != "Recursion#bottom") continue;
-    total += s.count;
-    if (function_names(rb) == expected && s.frames.back().function == "_start") {
-      whole += s.count;
-    } else if (counterexample.empty()) {
-      counterexample = s.text();
-    }
-  }
-  ASSERT_GE(total, 50) << "too few samples in Recursion#bottom\n" << output;
-  EXPECT_GE(whole * 100, total * 95) << whole << " of " << total << " samples carry Recursion#bottom, " << kDepth + 1
-                                     << " Recursion#down, <main> and _start; one that does not: " << counterexample;
+  RecordedProfile recorded = record_pids({recursion.pid()}, "4", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop");
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  ASSERT_NE(recorded.output.find("program ruby_unwind)"), std::string::npos) << recorded.output;
+  ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  expect_mostly_whole(judge_recursion(samples_of_pid(recorded.samples, recursion.pid()), kDepth), 50, 95,
+                      "Recursion#bottom, " + std::to_string(kDepth + 1) + " Recursion#down, <main>, _start",
+                      recorded.output);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, RubyProfileTest, ::testing::ValuesIn(interpreters()),
