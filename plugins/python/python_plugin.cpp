@@ -313,21 +313,13 @@ void PythonPlugin::tick() {
   }
 }
 
-omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance,
-                       char* error) {
-  return omniprof::sdk::guarded(error, [&] {
-    if (!host->private_map_fd) {
-      omniprof::sdk::set_error(error, "the host gives no private_map_fd");
-      return OMNIPROF_ERR_UNSUPPORTED;
-    }
-    std::string path = std::string(data_dir) + "/python.yaml";
-    try {
-      *instance = new PythonPlugin(host, py::PythonOffsetsTable::load_file(path));
-    } catch (const omniprof::sdk::OffsetError& e) {
-      omniprof::sdk::set_error(error, e.what());
-      return OMNIPROF_ERR_PARSE;
-    }
-    return OMNIPROF_OK;
+omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance, char* error) {
+  if (!host->private_map_fd) {
+    omniprof::sdk::set_error(error, "the host gives no private_map_fd");
+    return OMNIPROF_ERR_UNSUPPORTED;
+  }
+  return omniprof::sdk::create_with_offsets(instance, error, [&] {
+    return new PythonPlugin(host, py::PythonOffsetsTable::load_file(std::string(data_dir) + "/python.yaml"));
   });
 }
 

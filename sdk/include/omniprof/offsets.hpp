@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "omniprof/plugin.hpp"
 #include "omniprof/yaml_support.hpp"
 
 namespace omniprof::sdk {
@@ -59,6 +60,23 @@ class OffsetError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// For a plugin's `create` hook: `make()` builds the instance, reading its
+// offsets file(s) (e.g. `new Plugin(host, Table::load_file(data_dir + "/x.yaml"))`),
+// stored in `*instance`. An OffsetError is OMNIPROF_ERR_PARSE with its
+// message (file, line, key), any other exception OMNIPROF_ERR_INTERNAL.
+template <typename Make>
+omniprof_status create_with_offsets(void** instance, char* error, Make&& make) {
+  return guarded(error, [&] {
+    try {
+      *instance = make();
+    } catch (const OffsetError& e) {
+      set_error(error, e.what());
+      return OMNIPROF_ERR_PARSE;
+    }
+    return OMNIPROF_OK;
+  });
+}
 
 // A runtime's version as reported by the process (e.g. from Py_Version or
 // ruby_version), compared component-wise.
