@@ -183,6 +183,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
      * the reader cannot name ("[unknown python]"), and the walk ends. */
     omniprof_count(PYPERF_STAT_READ_FAILED);
     omniprof_interpreter_frame(state, mark, 0, 0, OMNIPROF_FRAME_PYTHON);
+    state->interpreter_walk[WALK_FRAME] = 0;
     return STEP_DONE;
   }
   __u32 detail = 0;
@@ -241,59 +242,11 @@ static __always_inline const struct python_offsets *prepare(struct omniprof_unwi
   return o;
 }
 
-/* Kernels before 5.17: FRAMES_PER_PROGRAM frames per run, then a tail call
- * to this slot for more, within the tail calls the native walk left. */
-SEC("perf_event")
-int python_unwind(struct bpf_perf_event_data *ctx) {
-  struct omniprof_unwind_state *state = omniprof_state();
-  if (!state) return 0;
-  const struct python_offsets *o = prepare(state);
-  if (!o) {
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  for (int i = 0; i < FRAMES_PER_PROGRAM; i++) {
-    if (walk_one_frame(state, o) != STEP_CONTINUE) {
-      omniprof_stop_walk(ctx, state, 0);
-      return 0;
-    }
-  }
-  if (state->interpreter_walk[WALK_FRAME] == 0) {
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  if (state->tail_calls + 1 >= OMNIPROF_MAX_TAIL_CALLS) {
-    omniprof_count(PYPERF_STAT_TRUNCATED);
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  omniprof_tail_call(ctx, state, OMNIPROF_SLOT_PYTHON);
-  return 0;
+/* Frames are left to walk. */
+static __always_inline bool frames_left(const struct omniprof_unwind_state *state) {
+  return state->interpreter_walk[WALK_FRAME] != 0;
 }
 
-struct loop_context {
-  struct omniprof_unwind_state *state;
-  const struct python_offsets *offsets;
-};
-
-static long walk_frame_callback(__u32 index, void *data) {
-  struct loop_context *loop = data;
-  return walk_one_frame(loop->state, loop->offsets) == STEP_CONTINUE ? 0 : 1;
-}
-
-/* Kernels with bpf_loop (5.17+): the whole Python stack in one run. */
-SEC("perf_event")
-int python_unwind_loop(struct bpf_perf_event_data *ctx) {
-  struct omniprof_unwind_state *state = omniprof_state();
-  if (!state) return 0;
-  const struct python_offsets *o = prepare(state);
-  if (o) {
-    struct loop_context loop = {.state = state, .offsets = o};
-    bpf_loop(FRAMES_PER_LOOP_PROGRAM, walk_frame_callback, &loop, 0);
-    if (state->interpreter_walk[WALK_FRAME] != 0 && state->stack.len >= OMNIPROF_MAX_STACK_DEPTH) {
-      omniprof_count(PYPERF_STAT_TRUNCATED);
-    }
-  }
-  omniprof_stop_walk(ctx, state, 0);
-  return 0;
-}
+/* python_unwind (tail calls, before 5.17) and python_unwind_loop (bpf_loop). */
+OMNIPROF_INTERPRETER_PROGRAMS(python_unwind, OMNIPROF_SLOT_PYTHON, struct python_offsets, prepare, walk_one_frame,
+                              frames_left, FRAMES_PER_PROGRAM, FRAMES_PER_LOOP_PROGRAM, PYPERF_STAT_TRUNCATED)

@@ -226,6 +226,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
      * the reader cannot name ("[unknown ruby]"), and the walk ends. */
     omniprof_count(RBPERF_STAT_READ_FAILED);
     omniprof_interpreter_frame(state, mark, 0, 0, OMNIPROF_FRAME_RUBY);
+    state->interpreter_walk[WALK_CFP] = 0;
     return STEP_DONE;
   }
   __u64 pc = cfp_word(words, o->cfp_pc), iseq = cfp_word(words, o->cfp_iseq), ep = cfp_word(words, o->cfp_ep);
@@ -269,59 +270,12 @@ static __always_inline const struct ruby_offsets *prepare(struct omniprof_unwind
   return o;
 }
 
-/* Kernels before 5.17: FRAMES_PER_PROGRAM frames per run, then a tail call
- * to this slot for more, within the tail calls the native walk left. */
-SEC("perf_event")
-int ruby_unwind(struct bpf_perf_event_data *ctx) {
-  struct omniprof_unwind_state *state = omniprof_state();
-  if (!state) return 0;
-  const struct ruby_offsets *o = prepare(state);
-  if (!o) {
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  for (int i = 0; i < FRAMES_PER_PROGRAM; i++) {
-    if (walk_one_frame(state, o) != STEP_CONTINUE) {
-      omniprof_stop_walk(ctx, state, 0);
-      return 0;
-    }
-  }
+/* Frames are left to walk. */
+static __always_inline bool frames_left(const struct omniprof_unwind_state *state) {
   __u64 cfp = state->interpreter_walk[WALK_CFP];
-  if (cfp == 0 || cfp >= state->interpreter_walk[WALK_END]) {
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  if (state->tail_calls + 1 >= OMNIPROF_MAX_TAIL_CALLS) {
-    omniprof_count(RBPERF_STAT_TRUNCATED);
-    omniprof_stop_walk(ctx, state, 0);
-    return 0;
-  }
-  omniprof_tail_call(ctx, state, OMNIPROF_SLOT_RUBY);
-  return 0;
+  return cfp != 0 && cfp < state->interpreter_walk[WALK_END];
 }
 
-struct loop_context {
-  struct omniprof_unwind_state *state;
-  const struct ruby_offsets *offsets;
-};
-
-static long walk_frame_callback(__u32 index, void *data) {
-  struct loop_context *loop = data;
-  return walk_one_frame(loop->state, loop->offsets) == STEP_CONTINUE ? 0 : 1;
-}
-
-/* Kernels with bpf_loop (5.17+): the whole Ruby stack in one run. */
-SEC("perf_event")
-int ruby_unwind_loop(struct bpf_perf_event_data *ctx) {
-  struct omniprof_unwind_state *state = omniprof_state();
-  if (!state) return 0;
-  const struct ruby_offsets *o = prepare(state);
-  if (o) {
-    struct loop_context loop = {.state = state, .offsets = o};
-    bpf_loop(FRAMES_PER_LOOP_PROGRAM, walk_frame_callback, &loop, 0);
-    __u64 cfp = state->interpreter_walk[WALK_CFP];
-    if (cfp != 0 && cfp < state->interpreter_walk[WALK_END]) omniprof_count(RBPERF_STAT_TRUNCATED);
-  }
-  omniprof_stop_walk(ctx, state, 0);
-  return 0;
-}
+/* ruby_unwind (tail calls, before 5.17) and ruby_unwind_loop (bpf_loop). */
+OMNIPROF_INTERPRETER_PROGRAMS(ruby_unwind, OMNIPROF_SLOT_RUBY, struct ruby_offsets, prepare, walk_one_frame,
+                              frames_left, FRAMES_PER_PROGRAM, FRAMES_PER_LOOP_PROGRAM, RBPERF_STAT_TRUNCATED)

@@ -144,4 +144,64 @@ static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *
   state->key.label_value = value;
 }
 
+/* An interpreter unwinder's two programs (list both in the plugin's program
+ * slots, the bpf_loop one first with OMNIPROF_PROGRAM_NEEDS_BPF_LOOP):
+ *   NAME##_loop (kernels with bpf_loop, 5.17+): up to LOOP_STEPS steps in
+ *     one run;
+ *   NAME (before 5.17): STEPS_PER_RUN steps per run, then a tail call to
+ *     SLOT for more while the budget lasts (the native walk leaves
+ *     OMNIPROF_INTERPRETER_TAIL_CALLS).
+ * The unwinder defines, as static __always_inline functions:
+ *   const OFFSETS *PREPARE(struct omniprof_unwind_state *): the process's
+ *     layout, and the walk's start on the first run; NULL: nothing to walk;
+ *   int STEP(struct omniprof_unwind_state *, const OFFSETS *): one frame,
+ *     0 to go on (its position lives in state->interpreter_walk, so that a
+ *     tail call or the next bpf_loop iteration picks it up);
+ *   bool MORE(const struct omniprof_unwind_state *): frames are left (a step
+ *     that ends the walk on a read failure clears its position);
+ * and TRUNCATED, the counter of walks that ended with frames left. */
+#define OMNIPROF_INTERPRETER_PROGRAMS(NAME, SLOT, OFFSETS, PREPARE, STEP, MORE, STEPS_PER_RUN, LOOP_STEPS, TRUNCATED) \
+  SEC("perf_event")                                                                                                \
+  int NAME(struct bpf_perf_event_data *ctx) {                                                                      \
+    struct omniprof_unwind_state *state = omniprof_state();                                                        \
+    if (!state) return 0;                                                                                          \
+    const OFFSETS *o = PREPARE(state);                                                                             \
+    if (o) {                                                                                                       \
+      int steps = 0;                                                                                               \
+      for (; steps < (STEPS_PER_RUN); steps++) {                                                                   \
+        if (STEP(state, o) != 0) break;                                                                            \
+      }                                                                                                            \
+      if (steps == (STEPS_PER_RUN) && MORE(state)) {                                                               \
+        if (state->tail_calls + 1 < OMNIPROF_MAX_TAIL_CALLS) {                                                     \
+          omniprof_tail_call(ctx, state, SLOT);                                                                    \
+          return 0;                                                                                                \
+        }                                                                                                          \
+        omniprof_count(TRUNCATED);                                                                                 \
+      }                                                                                                            \
+    }                                                                                                              \
+    omniprof_stop_walk(ctx, state, 0);                                                                             \
+    return 0;                                                                                                      \
+  }                                                                                                                \
+  struct NAME##_loop_context {                                                                                     \
+    struct omniprof_unwind_state *state;                                                                           \
+    const OFFSETS *offsets;                                                                                        \
+  };                                                                                                               \
+  static long NAME##_loop_step(__u32 index, void *data) {                                                          \
+    struct NAME##_loop_context *loop = data;                                                                       \
+    return STEP(loop->state, loop->offsets) != 0 ? 1 : 0;                                                          \
+  }                                                                                                                \
+  SEC("perf_event")                                                                                                \
+  int NAME##_loop(struct bpf_perf_event_data *ctx) {                                                               \
+    struct omniprof_unwind_state *state = omniprof_state();                                                        \
+    if (!state) return 0;                                                                                          \
+    const OFFSETS *o = PREPARE(state);                                                                             \
+    if (o) {                                                                                                       \
+      struct NAME##_loop_context loop = {.state = state, .offsets = o};                                            \
+      bpf_loop((LOOP_STEPS), NAME##_loop_step, &loop, 0);                                                          \
+      if (MORE(state)) omniprof_count(TRUNCATED);                                                                  \
+    }                                                                                                              \
+    omniprof_stop_walk(ctx, state, 0);                                                                             \
+    return 0;                                                                                                      \
+  }
+
 #endif /* OMNIPROF_UNWINDER_BPF_H */
