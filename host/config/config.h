@@ -70,7 +70,9 @@ Result<void> apply_config_document(const std::string& yaml_text, const std::stri
 // Reads a file's contents; the error names the path.
 Result<std::string> read_config_text(const std::string& path);
 
-// Reads and parses `path`; errors are prefixed with `path`.
+// Reads and parses `path` alone (no drop-ins, no trust check: the agent
+// reads its files through load_config_sources, config/config_sources.h);
+// errors are prefixed with `path`.
 Result<Config> load_config_file(const std::string& path, uint32_t default_frequency_hz);
 
 // Parses one YAML document over the defaults. `source_name` prefixes errors

@@ -44,8 +44,9 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
                                          const PathTrustPolicy& policy) {
   LoadedConfig loaded;
   loaded.config = default_config(default_frequency_hz);
-  auto apply_file = [&](const std::string& path) -> Result<void> {
-    auto text = read_config_text(path);
+  // `open_path`: the canonical path check_trusted_path vouched for.
+  auto apply_file = [&](const std::string& path, const std::string& open_path) -> Result<void> {
+    auto text = read_config_text(open_path);
     if (!text) return text.error();
     if (auto r = apply_config_document(*text, path, loaded.config, &loaded.origins); !r) return r;
     loaded.files_read.push_back(path);
@@ -53,23 +54,24 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
   };
 
   std::error_code ec;
-  bool main_exists = fs::exists(sources.main_file, ec);
-  if (main_exists) {
-    if (auto trusted = check_trusted_path(sources.main_file, policy); !trusted) {
+  if (fs::exists(sources.main_file, ec)) {
+    auto trusted = check_trusted_path(sources.main_file, policy);
+    if (!trusted) {
       return make_error(fmt::format("config {} refused: {}", sources.main_file, trusted.error().message));
     }
-  }
-  // A required file that is missing fails here, naming it.
-  if (main_exists || sources.main_file_required) {
-    if (auto r = apply_file(sources.main_file); !r) return r.error();
+    if (auto r = apply_file(sources.main_file, *trusted); !r) return r.error();
+  } else if (sources.main_file_required) {
+    // Fails, naming the file and why it cannot be opened.
+    if (auto r = apply_file(sources.main_file, sources.main_file); !r) return r.error();
   }
   for (const std::string& path : drop_in_files(sources.drop_in_directory)) {
-    if (auto trusted = check_trusted_path(path, policy); !trusted) {
+    auto trusted = check_trusted_path(path, policy);
+    if (!trusted) {
       log().warn("config drop-in {} refused: {}", path, trusted.error().message);
       loaded.refused.push_back(fmt::format("{}: {}", path, trusted.error().message));
       continue;
     }
-    if (auto r = apply_file(path); !r) return r.error();
+    if (auto r = apply_file(path, *trusted); !r) return r.error();
   }
   return loaded;
 }

@@ -21,10 +21,13 @@ PluginAdmissionDecision admit_plugin_file(const std::string& path,
     decision.reason = fmt::format("runtime '{}' is disabled in the config (file not opened)", decision.runtime);
     return decision;
   }
-  if (auto trusted = check_trusted_path(path); !trusted) {
+  auto trusted = check_trusted_path(path);
+  if (!trusted) {
     decision.admission = PluginAdmission::kUntrusted;
     decision.reason = fmt::format("untrusted path: {}", trusted.error().message);
+    return decision;
   }
+  decision.open_path = *trusted;
   return decision;
 }
 

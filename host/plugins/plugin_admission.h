@@ -22,6 +22,7 @@ enum class PluginAdmission { kOpen, kDisabled, kUntrusted };
 struct PluginAdmissionDecision {
   PluginAdmission admission = PluginAdmission::kOpen;
   std::string runtime;  // from the file name
+  std::string open_path;  // kOpen: the canonical path that was checked, to open
   std::string reason;   // why disabled or untrusted
 };
 

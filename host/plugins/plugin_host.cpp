@@ -250,7 +250,7 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
 
   try {
     p.library = std::make_shared<boost::dll::shared_library>(
-        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+        admission.open_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
     return refuse(make_error(fmt::format("cannot load shared object: {}", e.what())));
   }

@@ -3,9 +3,10 @@
 // someone other than root could have written, or replaced through a
 // directory they can write, must not be loaded.
 //
-// The rule, checked on the canonical path (symlinks resolved, so a link
-// cannot point the check at one file and the load at another) for the file
-// and each directory up to `/`:
+// The rule, checked on the canonical path (symlinks resolved; the caller
+// opens that path, so a link cannot point the check at one file and the
+// load at another) for the file and each directory up to `/`, and, when the
+// path is a symlink, for the directories the link itself sits in:
 //   - its owner is a trusted user (root, and the agent's own effective uid:
 //     an unprivileged user running omniprof trusts their own files anyway);
 //   - it is not group-writable and not world-writable;
@@ -34,11 +35,13 @@ struct PathTrustPolicy {
   static PathTrustPolicy for_this_process();
 };
 
-// OK, or why not, for the caller to put after `path`: "file is
+// The canonical path, which is what the caller must open (a symlink on the
+// way may sit in a directory nobody checked, so opening `path` again could
+// reach another file). Or why not, for the caller to put after `path`: "file is
 // group-writable (mode 0664)" when the file itself is at fault, else naming
 // the component that is: "/opt/p: directory is world-writable (mode 0777)",
 // "its target /opt/p/x.so: file is owned by uid 1000, not by root".
-Result<void> check_trusted_path(const std::string& path, const PathTrustPolicy& policy);
-Result<void> check_trusted_path(const std::string& path);
+Result<std::string> check_trusted_path(const std::string& path, const PathTrustPolicy& policy);
+Result<std::string> check_trusted_path(const std::string& path);
 
 }  // namespace omniprof

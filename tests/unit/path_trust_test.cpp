@@ -100,6 +100,22 @@ TEST(PathTrustTest, SymlinkIsJudgedByItsTarget) {
   EXPECT_EQ(trust_error(link), "its target " + target + ": file is world-writable (mode 0666)");
 }
 
+// What to open is the file that was checked (the link is not followed a
+// second time); the directories the link sits in count too, since whoever
+// can write them can point it elsewhere.
+TEST(PathTrustTest, SymlinkIsTrustedOnlyWhereItSitsAndWhatItNames) {
+  TempTree tree("trust");
+  std::string target = tree.file("real/ruby.so", "x");
+  std::string link = tree.path("links/ruby.so");
+  tree.dir("links");
+  std::filesystem::create_symlink(target, link);
+  auto r = check_trusted_path(link);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, target);
+  tree.dir("links", 0777);
+  EXPECT_EQ(trust_error(link), tree.path("links") + ": directory is world-writable (mode 0777)");
+}
+
 TEST(PathTrustTest, MissingFileIsAnErrorNamingIt) {
   TempTree tree("trust");
   EXPECT_EQ(trust_error(tree.path("absent.so")), tree.path("absent.so") + ": No such file or directory");
