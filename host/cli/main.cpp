@@ -1,4 +1,4 @@
-// omniprof command line: record, run, plugins. Fatal errors are exceptions
+// omniprof command line: record, run, plugins, config, debug. Fatal errors are exceptions
 // caught here; everything recoverable comes back as a Result.
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +18,7 @@
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_support.h"
 #include "config/config.h"
+#include "config/config_sources.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
 #include "profile/round_output.h"
@@ -53,11 +54,21 @@ void interruptible_sleep(int64_t ms) {
   std::exit(code);
 }
 
+// The main file and its conf.d/ drop-ins (config/config_sources.h).
+LoadedConfig load_merged_config(const std::string& path, uint32_t default_hz) {
+  auto loaded = load_config_sources(config_sources(path), default_hz);
+  if (!loaded) fail(loaded.error().message);
+  return std::move(*loaded);
+}
+
 Config load_config(const std::string& path, uint32_t default_hz) {
-  if (path.empty()) return default_config(default_hz);
-  auto config = load_config_file(path, default_hz);
-  if (!config) fail(config.error().message);
-  return *config;
+  return load_merged_config(path, default_hz).config;
+}
+
+int cmd_config(const std::string& config_path) {
+  // As `run` sees it (record's default frequency is 99 Hz, not 19).
+  std::cout << describe_config(load_merged_config(config_path, kRunDefaultFrequencyHz));
+  return 0;
 }
 
 void print_top(const ProfileBuilder& profile, size_t n) {
@@ -239,6 +250,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", OMNIPROF_VERSION);
 
   std::string config_path;
+  const std::string config_help = fmt::format(
+      "YAML config file; the *.yaml drop-ins in the conf.d/ beside it are applied over it in "
+      "name order (default: {0}/omniprof.yaml and {0}/conf.d/, or ${1} instead of {0})",
+      kDefaultConfigDirectory, kConfigDirectoryVariable);
   uint32_t hz = 0, seconds = 10;
   std::vector<int32_t> pids;
   std::string output = "profile.pb.gz";
@@ -248,30 +263,35 @@ int main(int argc, char** argv) {
   record->add_option("-p,--pid", pids, "only these processes (repeatable)")->check(CLI::PositiveNumber);
   record->add_option("-d,--duration", seconds, "seconds to record")->check(CLI::Range(1, 86400));
   record->add_option("-o,--output", output, "pprof file to write (gzip'd)");
-  record->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+  record->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
   record->add_option("--top", top, "functions to print");
   bool bpf_stats = false;
   record->add_flag("--bpf-stats", bpf_stats, "time the BPF programs and print their cost per sample");
 
   uint32_t rounds = 0;
   auto* run = app.add_subcommand("run", "profile continuously, one pprof file per round");
-  run->add_option("--config", config_path, "YAML config file")->required()->check(CLI::ExistingFile);
+  run->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
   run->add_option("--rounds", rounds, "stop after this many rounds (default: until SIGINT/SIGTERM)");
 
   auto* plugins = app.add_subcommand("plugins", "list plugins: loaded, disabled by config, or refused");
-  plugins->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+  plugins->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
 
   std::string debug_command, debug_argument;
   auto* debug = app.add_subcommand("debug", "plugin debugging commands, e.g. `debug unwind-table FILE`");
   debug->add_option("command", debug_command, "unwind-table")->required();
   debug->add_option("argument", debug_argument, "the command's argument (a file path)")->required();
-  debug->add_option("--config", config_path, "YAML config file")->check(CLI::ExistingFile);
+  debug->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
+
+  auto* config_command = app.add_subcommand(
+      "config", "print the merged configuration, each value with the file and line it came from");
+  config_command->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*record) return cmd_record(config_path, hz, pids, seconds, output, top, bpf_stats);
     if (*run) return cmd_run(config_path, rounds);
     if (*plugins) return cmd_plugins(config_path);
+    if (*config_command) return cmd_config(config_path);
     if (*debug) return cmd_debug(config_path, debug_command, debug_argument);
   } catch (const std::exception& e) {
     fail(e.what(), 1);

@@ -61,8 +61,8 @@ using sdk::yaml::parse_integer;
 // earlier one with the same code.
 class DocumentApplier {
  public:
-  DocumentApplier(std::string_view source_name, Config& config)
-      : source_name_(source_name), config_(config) {}
+  DocumentApplier(std::string_view source_name, Config& config, ValueOrigins* origins)
+      : source_name_(source_name), config_(config), origins_(origins) {}
 
   Result<void> apply(const YAML::Node& root) {
     // A document with nothing in it (only comments, or a bare `---`) sets nothing.
@@ -78,6 +78,8 @@ class DocumentApplier {
     for (const Located& entry : *entries) {
       Result<void> applied = apply_top_level(entry);
       if (!applied) return applied;
+      // A section's fields were noted one by one (a drop-in sets only those).
+      if (!entry.node.IsMap()) note_origin(entry);
     }
     return ok();
   }
@@ -141,8 +143,13 @@ class DocumentApplier {
     for (const Located& field : *entries) {
       Result<void> applied = apply_field(field);
       if (!applied) return applied;
+      note_origin(field);
     }
     return ok();
+  }
+
+  void note_origin(const Located& where) {
+    if (origins_) (*origins_)[where.path] = ValueOrigin{std::string(source_name_), where.line + 1};
   }
 
   // The key/value pairs of a mapping, in document order, with their paths.
@@ -275,6 +282,7 @@ class DocumentApplier {
         return error_at(entry, fmt::format("expected true or false, got {}", describe(entry.node)));
       }
       config_.runtimes[name] = enabled;
+      note_origin(entry);
     }
     return ok();
   }
@@ -301,6 +309,7 @@ class DocumentApplier {
 
   std::string_view source_name_;
   Config& config_;
+  ValueOrigins* origins_;
 };
 
 // The one document of `yaml_text`: null if there is none (an empty file).
@@ -320,7 +329,9 @@ Result<YAML::Node> load_document(const std::string& yaml_text, std::string_view 
   return documents.front();
 }
 
-Result<std::string> read_file(const std::string& path) {
+}  // namespace
+
+Result<std::string> read_config_text(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return make_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   std::string contents;
@@ -330,26 +341,36 @@ Result<std::string> read_file(const std::string& path) {
   return contents;
 }
 
-}  // namespace
-
-Result<Config> parse_config(const std::string& yaml_text, const std::string& source_name,
-                            uint32_t default_frequency_hz) {
-  Config config = default_config(default_frequency_hz);
+Result<void> apply_config_document(const std::string& yaml_text, const std::string& source_name,
+                                   Config& config, ValueOrigins* origins) {
   auto document = load_document(yaml_text, source_name);
   if (!document) return document.error();
+  // Applied to copies, so that a document with an error changes nothing.
+  Config updated = config;
+  ValueOrigins updated_origins = origins ? *origins : ValueOrigins{};
   // The applier only reads nodes it has type-checked, so yaml-cpp should not
   // throw here; the catch keeps a yaml-cpp surprise from escaping the API.
   try {
-    Result<void> applied = DocumentApplier(source_name, config).apply(*document);
+    Result<void> applied =
+        DocumentApplier(source_name, updated, origins ? &updated_origins : nullptr).apply(*document);
     if (!applied) return applied.error();
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}: cannot read configuration: {}", source_name, e.what()));
   }
+  config = std::move(updated);
+  if (origins) *origins = std::move(updated_origins);
+  return ok();
+}
+
+Result<Config> parse_config(const std::string& yaml_text, const std::string& source_name,
+                            uint32_t default_frequency_hz) {
+  Config config = default_config(default_frequency_hz);
+  if (auto applied = apply_config_document(yaml_text, source_name, config); !applied) return applied.error();
   return config;
 }
 
 Result<Config> load_config_file(const std::string& path, uint32_t default_frequency_hz) {
-  auto text = read_file(path);
+  auto text = read_config_text(path);
   if (!text) return text.error();
   return parse_config(*text, path, default_frequency_hz);
 }

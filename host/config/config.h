@@ -51,7 +51,28 @@ struct Config {
 // (kRunDefaultFrequencyHz or kRecordDefaultFrequencyHz).
 Config default_config(uint32_t default_frequency_hz);
 
-// Reads and parses `path`; errors are prefixed with `path`.
+// Where a setting's value came from: the file and its 1-based line.
+struct ValueOrigin {
+  std::string file;
+  int line = 0;
+};
+// By key path ("sampling.frequency_hz", "runtimes.ruby"): the document that
+// set it last. A key no document set has no entry (it has its default).
+using ValueOrigins = std::map<std::string, ValueOrigin>;
+
+// Applies one YAML document over `config`: only the keys it names change
+// (a list is replaced whole; `runtimes` is merged name by name), which is how
+// conf.d drop-ins go over the main file. On error `config` is left as it
+// was. With `origins`, each key set is recorded there under `source_name`.
+Result<void> apply_config_document(const std::string& yaml_text, const std::string& source_name,
+                                   Config& config, ValueOrigins* origins = nullptr);
+
+// Reads a file's contents; the error names the path.
+Result<std::string> read_config_text(const std::string& path);
+
+// Reads and parses `path` alone (no drop-ins, no trust check: the agent
+// reads its files through load_config_sources, config/config_sources.h);
+// errors are prefixed with `path`.
 Result<Config> load_config_file(const std::string& path, uint32_t default_frequency_hz);
 
 // Parses one YAML document over the defaults. `source_name` prefixes errors

@@ -19,6 +19,7 @@
 #include "log/logger.h"
 #include "omniprof/bpf/abi.h"
 #include "omniprof/support/process_memory.h"
+#include "plugins/plugin_admission.h"
 #include "symbolize/elf_symbolizer.h"
 
 #include <bpf/bpf.h>
@@ -233,9 +234,23 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
     return p;
   };
 
+  PluginAdmissionDecision admission = admit_plugin_file(path, options.runtime_enabled);
+  p.runtime = admission.runtime;
+  switch (admission.admission) {
+    case PluginAdmission::kDisabled:
+      p.state = PluginState::kDisabled;
+      p.reason = admission.reason;
+      log().info("plugin {} disabled by config: {}", path, admission.reason);
+      return p;
+    case PluginAdmission::kUntrusted:
+      return refuse(make_error(admission.reason));
+    case PluginAdmission::kOpen:
+      break;
+  }
+
   try {
     p.library = std::make_shared<boost::dll::shared_library>(
-        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+        admission.open_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
     return refuse(make_error(fmt::format("cannot load shared object: {}", e.what())));
   }
@@ -246,19 +261,18 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
   auto& entry_fn = p.library->get<const omniprof_plugin*()>(OMNIPROF_PLUGIN_ENTRY_SYMBOL);
   p.entry = entry_fn();
   if (auto r = check_entry(p); !r) return refuse(r.error());
+  if (p.runtime != admission.runtime) {
+    return refuse(make_error(fmt::format(
+        "declares runtime '{}' but its file is named {}: a plugin file must be named <runtime>.so, "
+        "which is how the host knows, before opening it, whether the config disables it",
+        p.runtime, fs::path(path).filename().string())));
+  }
 
   for (const auto& other : plugins_) {
     if (other.get() != &p && other->state == PluginState::kLoaded && other->name == p.name) {
       return refuse(make_error(fmt::format("another plugin named '{}' is already loaded from {}",
                                            p.name, other->path)));
     }
-  }
-  if (options.runtime_enabled && !options.runtime_enabled(p.runtime)) {
-    p.state = PluginState::kDisabled;
-    p.reason = fmt::format("runtime '{}' is disabled in the config", p.runtime);
-    log().info("plugin {} ({}) disabled by config", p.name, path);
-    unload(p);
-    return p;
   }
   if (auto r = open_object(p); !r) return refuse(r.error());
   if (!maps_) {

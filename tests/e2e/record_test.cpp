@@ -222,6 +222,36 @@ TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
   }
 }
 
+// `runtimes: {ruby: false}` in the main file and python disabled by a conf.d
+// drop-in: the running agent has native.so mapped and never mapped ruby.so
+// or python.so.
+TEST(RunTest, DisabledRuntimesPluginsAreNotInTheAgentsMemory) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("run-disabled");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "round_seconds: 1\noutput:\n  directory: " << dir
+                        << "/profiles\nruntimes:\n  ruby: false\n";
+  fs::create_directory(dir + "/conf.d");
+  std::ofstream(dir + "/conf.d/50-no-python.yaml") << "runtimes:\n  python: false\n";
+  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config});
+  auto first_round_written = [&] {
+    std::error_code ec;
+    auto it = fs::directory_iterator(dir + "/profiles", ec);
+    return !ec && it != fs::directory_iterator();
+  };
+  for (int i = 0; i < 300 && !first_round_written() && !agent.poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(first_round_written()) << "no first round within 30 s";
+  std::ifstream maps_file("/proc/" + std::to_string(agent.pid()) + "/maps");
+  std::string maps((std::istreambuf_iterator<char>(maps_file)), std::istreambuf_iterator<char>());
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(), 0);
+  EXPECT_NE(maps.find("/native.so\n"), std::string::npos) << maps;
+  EXPECT_EQ(maps.find("/ruby.so\n"), std::string::npos) << maps;
+  EXPECT_EQ(maps.find("/python.so\n"), std::string::npos) << maps;
+}
+
 TEST(PluginsTest, ListsTheNativePluginAsLoaded) {
   OMNIPROF_REQUIRE_BPF();
   auto result = run_command({OMNIPROF_BINARY, "plugins"});
@@ -235,12 +265,11 @@ TEST(PluginsTest, ListsTheNativePluginAsLoaded) {
 namespace omniprof::e2e {
 namespace {
 
-// A config in `dir` that looks for plugins among the fixtures and enables
-// their runtime.
-std::string fixture_plugins_config(const std::string& dir) {
+// A config in `dir` that looks for plugins among the fixtures (each
+// fixture's runtime is its file name, enabled unless the config says no).
+std::string fixture_plugins_config(const std::string& dir, const std::string& more = "") {
   std::string config = dir + "/omniprof.yaml";
-  std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n"
-                        << "runtimes:\n  fixture: true\n";
+  std::ofstream(config) << "plugins:\n  directories: [" << OMNIPROF_FIXTURE_PLUGINS_DIR << "]\n" << more;
   return config;
 }
 
@@ -251,7 +280,7 @@ TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   // The third-party plugin's BPF object reuses the host's maps, passes the
   // verifier and gets the first third-party slot.
-  EXPECT_NE(result.out.find("loaded    good_plugin 1.0 (runtime fixture)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("loaded    good_plugin 1.0 (runtime good_plugin)"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("slot " + std::to_string(OMNIPROF_SLOT_THIRD_PARTY_FIRST)),
             std::string::npos) << result.out;
   EXPECT_NE(result.out.find("major must match"), std::string::npos) << result.out;
@@ -260,7 +289,31 @@ TEST(PluginsTest, LoadsAThirdPartyPluginAndRefusesBadOnesWithReasons) {
   // The verifier's verdict is part of the reason.
   EXPECT_NE(result.out.find("its BPF object does not load"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("invalid bpf_context access"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("declares runtime 'fixture' but its file is named misnamed_plugin.so"),
+            std::string::npos) << result.out;
   EXPECT_NE(result.out.find("loaded    native"), std::string::npos) << result.out;
+}
+
+// A runtime the config disables: its plugin's file is never opened (the
+// fixtures' constructors note every open in OMNIPROF_FIXTURE_OPEN_LOG), and
+// `plugins` lists it as disabled, not refused; the others are opened.
+TEST(PluginsTest, DisabledRuntimesPluginFileIsNeverOpened) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("plugins-not-opened");
+  std::string config = fixture_plugins_config(dir, "runtimes:\n  good_plugin: false\n");
+  std::string open_log = dir + "/opened.txt";
+  auto result = run_command({"env", "OMNIPROF_FIXTURE_OPEN_LOG=" + open_log, OMNIPROF_BINARY, "plugins",
+                             "--config", config});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream in(open_log);
+  std::string opened((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(opened.find("wrong_abi_plugin\n"), std::string::npos) << "fixtures opened: " << opened;
+  EXPECT_EQ(opened.find("good_plugin\n"), std::string::npos) << "fixtures opened: " << opened;
+  EXPECT_NE(result.out.find("disabled  good_plugin.so  " + std::string(OMNIPROF_FIXTURE_PLUGINS_DIR) +
+                            "/good_plugin.so\n          reason: runtime 'good_plugin' is disabled in the "
+                            "config (file not opened)"),
+            std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("refused   good_plugin"), std::string::npos) << result.out;
 }
 
 // detect_process is shown each mapping under the name it has for the process

@@ -15,6 +15,19 @@
  * kernel feature; plugins may label samples, reach their own BPF maps
  * (private_map_fd) and be called periodically (tick).
  *
+ * File name and runtime: a plugin file is named `<runtime>.so`, its
+ * `runtime` field followed by ".so" (native.so, python.so, a third party's
+ * perfmap.so), in a plugin directory. The host reads the runtime from the
+ * file name so that a runtime the config disables (`runtimes: {perfmap:
+ * false}`) has its file never opened (opening runs its constructors); once
+ * opened, a plugin whose `runtime` differs from its file name is refused.
+ *
+ * Trust: the host (root) refuses, without opening it, a plugin file that
+ * anyone but root could have written: owned by another user, group- or
+ * world-writable, or in a directory like that anywhere up to `/` (a
+ * root-owned sticky directory such as /tmp is passed through). Install
+ * plugins root-owned, mode 0644 or 0755, in root-owned 0755 directories.
+ *
  * Ownership: every pointer the plugin returns in `struct omniprof_plugin`
  * stays valid until the shared object is unloaded. Every pointer the host
  * passes in (strings, the host API) is valid for the duration of the call,
@@ -228,7 +241,8 @@ struct omniprof_plugin {
 
   const char *name;        /* unique, e.g. "native" */
   const char *version;     /* the plugin's own version string */
-  const char *runtime;     /* the config key that enables it: "native", "ruby", ... */
+  const char *runtime;     /* the config key that enables it: "native", "ruby", ...;
+                            * the plugin file must be named "<runtime>.so" */
   omniprof_module_type module_type;
 
   /* The plugin's BPF object (an ELF image). Shared maps it declares are
