@@ -48,8 +48,10 @@ std::string fault(const struct stat& st, bool is_directory, const PathTrustPolic
   if ((st.st_mode & S_IWOTH) && !sticky_root_dir) {
     return fmt::format("{} is world-writable ({})", what, mode_text(st.st_mode));
   }
-  if ((st.st_mode & S_IWGRP) && !sticky_root_dir) {
-    return fmt::format("{} is group-writable ({})", what, mode_text(st.st_mode));
+  // Group root (gid 0) writing is root writing: a tree checked out or built
+  // with umask 002 by root is group-writable by gid 0 and stays trusted.
+  if ((st.st_mode & S_IWGRP) && st.st_gid != 0 && !sticky_root_dir) {
+    return fmt::format("{} is group-writable by gid {} ({})", what, st.st_gid, mode_text(st.st_mode));
   }
   return "";
 }

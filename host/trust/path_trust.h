@@ -38,7 +38,7 @@ struct PathTrustPolicy {
 // The canonical path, which is what the caller must open (a symlink on the
 // way may sit in a directory nobody checked, so opening `path` again could
 // reach another file). Or why not, for the caller to put after `path`: "file is
-// group-writable (mode 0664)" when the file itself is at fault, else naming
+// group-writable by gid 50 (mode 0664)" when the file itself is at fault, else naming
 // the component that is: "/opt/p: directory is world-writable (mode 0777)",
 // "its target /opt/p/x.so: file is owned by uid 1000, not by root".
 Result<std::string> check_trusted_path(const std::string& path, const PathTrustPolicy& policy);

@@ -3,6 +3,7 @@
 // default directory replaced by OMNIPROF_CONFIG_DIR, and the errors and
 // refusals of bad or untrusted files. No BPF needed.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -87,9 +88,12 @@ TEST(ConfigCommandTest, UntrustedMainFileStopsTheAgent) {
   std::string main_file = dir + "/omniprof.yaml";
   std::ofstream(main_file) << "round_seconds: 5\n";
   ::chmod(main_file.c_str(), 0664);
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another group";
+  ASSERT_EQ(::chown(main_file.c_str(), 0, 65534), 0);
   auto result = run_command({OMNIPROF_BINARY, "config", "--config", main_file});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(result.err, "omniprof: config " + main_file + " refused: file is group-writable (mode 0664)\n");
+  EXPECT_EQ(result.err,
+            "omniprof: config " + main_file + " refused: file is group-writable by gid 65534 (mode 0664)\n");
 }
 
 }  // namespace
