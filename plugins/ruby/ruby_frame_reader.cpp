@@ -119,8 +119,8 @@ class ObjectReader {
                std::map<uint64_t, std::string>& id_names)
       : read_(read),
         o_(offsets.reader),
-        iseq_body_(offsets.bpf.iseq_body),
-        iseq_encoded_(offsets.bpf.body_iseq_encoded),
+        iseq_body_(offsets.reader.iseq_body),
+        iseq_encoded_(offsets.reader.body_iseq_encoded),
         addresses_(addresses),
         id_names_(id_names) {}
 

@@ -50,10 +50,6 @@ struct ruby_offsets {
   omniprof_u16 cfp_pc;        /* rb_control_frame_t.pc */
   omniprof_u16 cfp_iseq;      /* .iseq */
   omniprof_u16 cfp_ep;        /* .ep */
-  /* Not read by the walk since it records the pc itself (rbperf.h); the
-   * reader turns the pc into an index with them. */
-  omniprof_u16 iseq_body;     /* rb_iseq_t.body */
-  omniprof_u16 body_iseq_encoded; /* rb_iseq_constant_body.iseq_encoded */
   omniprof_u16 ractor_running_ec; /* rb_ractor_t.threads.running_ec (3.0 without TLS), else NONE */
   /* The global EC models name the GVL holder's EC, which is not the sampled
    * thread's when that one runs without the GVL: the walk checks

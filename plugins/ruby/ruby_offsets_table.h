@@ -22,6 +22,10 @@ namespace omniprof::ruby {
 // have the same names (offsets/ruby.yaml explains each).
 struct RubyReaderOffsets {
   int64_t ec_model = -1;  // enum ruby_ec_model; RUBY_EC_TLS_DTV stands for "TLS", whichever TLS model
+  // rb_iseq_t.body, rb_iseq_constant_body.iseq_encoded: the walk records the
+  // pc itself (rbperf.h), the reader turns it into an index with them
+  int64_t iseq_body = -1;
+  int64_t body_iseq_encoded = -1;
   // rb_iseq_constant_body
   int64_t body_type = -1;
   int64_t body_iseq_size = -1;

@@ -227,8 +227,8 @@ TEST(RubyFrameCache, GarbageIsAnErrorNotAnAllocation) {
     return true;
   };
   RubyVersionOffsets offsets;
-  offsets.bpf.iseq_body = 16;
   offsets.reader = RubyOffsetsTable::load_file(OMNIPROF_RUBY_YAML).find(3, 1)->reader;
+  offsets.reader.iseq_body = 16;
   RubyFrameCache cache;
   RubyProcessAddresses addresses{0x10000};
   auto iseq = cache.name_frame(1, garbage, offsets, addresses, {0x10000, 5, 0x20000});
