@@ -14,12 +14,14 @@
 enum ruby_ec_model {
   /* 3.0.4+ (and 3.1+): the thread-local `ruby_current_ec` of libruby (or
    * the ruby executable), reached through the thread's DTV: general and
-   * local dynamic TLS (R_X86_64_DTPMOD64/DTPOFF64), what libruby.so uses.
+   * local dynamic TLS (R_X86_64_DTPMOD64/DTPOFF64), what libruby.so uses,
+   * and a TLS descriptor the loader bound to dynamic TLS.
    * EC_A = the module id, EC_B = the variable's offset in the block. */
   RUBY_EC_TLS_DTV = 1,
   /* The same variable at a fixed offset from the thread pointer: static
-   * TLS (initial-exec R_X86_64_TPOFF64, or a ruby executable's own
-   * local-exec TLS). EC_A = that offset (signed, as u64). */
+   * TLS (initial-exec R_X86_64_TPOFF64, a TLS descriptor bound to static
+   * TLS, or a ruby executable's own local-exec TLS). EC_A = that offset
+   * (signed, as u64). */
   RUBY_EC_TLS_TP_OFFSET = 2,
   /* 2.6, 2.7: the global `ruby_current_execution_context_ptr`, the EC of
    * the thread that holds the GVL. EC_A = its address. */

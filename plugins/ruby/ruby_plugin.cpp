@@ -170,7 +170,7 @@ std::string read_ruby_file(const std::string& path, const std::string& name, boo
     auto access = omniprof::find_tls_variable(*elf, "ruby_current_ec", main_executable);
     if (!access) return access.error().message;
     info.ec.tls = *access;
-    info.ec.model = access->kind == omniprof::TlsAccessKind::kModuleSlot ? RUBY_EC_TLS_DTV : RUBY_EC_TLS_TP_OFFSET;
+    info.ec.model = RUBY_EC_TLS_DTV;  // "TLS": ec_data picks the model from what the process's loader wrote
   } else if (auto global = symbol("ruby_current_execution_context_ptr")) {
     info.ec.model = RUBY_EC_GLOBAL_POINTER;
     info.ec.global = global->value;
@@ -198,32 +198,25 @@ const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path,
   return files_.emplace(file_id, std::move(info)).first->second;
 }
 
-// The process data that gets the walk to a thread's EC. For TLS reached
-// through a GOT slot, the slot's value is what the loader wrote in this
-// process (the module id, or the offset from the thread pointer).
+// The process data that gets the walk to a thread's EC. For TLS, what the
+// loader wrote in this process says which of the two TLS models the walk
+// uses (a TLS descriptor can be either).
 bool RubyPlugin::ec_data(int32_t pid, const RubyFile& info, uint64_t bias, omniprof_process_attach& attach,
                          std::string* why) {
   attach.interpreter_data[RBPERF_DATA_EC_MODEL] = info.ec.model;
   if (info.ec.tls) {
-    const auto& tls = *info.ec.tls;
-    if (tls.kind == omniprof::TlsAccessKind::kTpOffset) {
-      attach.interpreter_data[RBPERF_DATA_EC_A] = static_cast<uint64_t>(tls.tp_offset);
-      return true;
-    }
-    uint64_t slot = 0;
-    if (!reader(pid)(tls.slot_vaddr + bias, &slot, sizeof(slot))) {
-      *why = "cannot read the TLS slot of ruby_current_ec at " + std::to_string(tls.slot_vaddr + bias);
+    auto location = omniprof::locate_tls_variable(*info.ec.tls, bias, reader(pid));
+    if (!location) {
+      *why = "ruby_current_ec: " + location.error().message;
       return false;
     }
-    if (tls.kind == omniprof::TlsAccessKind::kModuleSlot) {
-      if (slot == 0) {
-        *why = "the loader has not yet given libruby a TLS module id";
-        return false;
-      }
-      attach.interpreter_data[RBPERF_DATA_EC_A] = slot;
-      attach.interpreter_data[RBPERF_DATA_EC_B] = tls.offset_in_block;
+    if (location->base == omniprof::TlsVariableLocation::Base::kDtv) {
+      attach.interpreter_data[RBPERF_DATA_EC_MODEL] = RUBY_EC_TLS_DTV;
+      attach.interpreter_data[RBPERF_DATA_EC_A] = location->module_id;
+      attach.interpreter_data[RBPERF_DATA_EC_B] = static_cast<uint64_t>(location->offset);
     } else {
-      attach.interpreter_data[RBPERF_DATA_EC_A] = slot;  // the variable's offset from the thread pointer
+      attach.interpreter_data[RBPERF_DATA_EC_MODEL] = RUBY_EC_TLS_TP_OFFSET;
+      attach.interpreter_data[RBPERF_DATA_EC_A] = static_cast<uint64_t>(location->offset);
     }
     return true;
   }

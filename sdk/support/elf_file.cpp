@@ -461,7 +461,7 @@ Result<std::vector<uint8_t>> ElfFile::read_at_vaddr(uint64_t vaddr, size_t size)
                                 path_, vaddr, size));
 }
 
-Result<std::vector<uint8_t>> ElfFile::section_bytes(std::string_view name) const {
+Result<std::vector<uint8_t>> ElfFile::section_bytes(std::string_view name, uint64_t* vaddr) const {
   size_t shstrndx = 0;
   if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
     return make_error(fmt::format("{}: cannot read the section name table index: {}", path_, libelf_error()));
@@ -473,6 +473,7 @@ Result<std::vector<uint8_t>> ElfFile::section_bytes(std::string_view name) const
     auto contents = section_contents(elf_, scn, path_);
     if (!contents) return contents.error();
     const auto* begin = static_cast<const uint8_t*>((*contents)->d_buf);
+    if (vaddr) *vaddr = shdr.sh_addr;
     return std::vector<uint8_t>(begin, begin + (*contents)->d_size);
   }
   return make_error(fmt::format("{}: no section named {}", path_, name));

@@ -10,15 +10,17 @@
 namespace omniprof {
 namespace {
 
-// The index of `name` in .dynsym, if it is a defined STT_TLS symbol there.
-struct DynamicTlsSymbol {
-  uint64_t index = 0;
+// The variable as the file defines it: its offset in the file's TLS block,
+// and its index in .dynsym when it is there (0 otherwise: a hidden or static
+// variable, which relocations reach through symbol 0 and an addend).
+struct TlsSymbol {
+  uint64_t dynamic_index = 0;
   uint64_t value = 0;
 };
 
-Result<std::optional<DynamicTlsSymbol>> dynamic_tls_symbol(const ElfFile& elf, std::string_view name) {
+Result<std::optional<TlsSymbol>> dynamic_tls_symbol(const ElfFile& elf, std::string_view name) {
   auto symbols = elf.section_bytes(".dynsym");
-  if (!symbols) return std::optional<DynamicTlsSymbol>{};  // no dynamic symbols: an executable's own TLS
+  if (!symbols) return std::optional<TlsSymbol>{};  // no dynamic symbols: an executable's own TLS
   auto strings = elf.section_bytes(".dynstr");
   if (!strings) return strings.error();
   const size_t count = symbols->size() / sizeof(Elf64_Sym);
@@ -28,10 +30,72 @@ Result<std::optional<DynamicTlsSymbol>> dynamic_tls_symbol(const ElfFile& elf, s
     if (ELF64_ST_TYPE(sym.st_info) != STT_TLS || sym.st_shndx == SHN_UNDEF || sym.st_name >= strings->size()) continue;
     const char* text = reinterpret_cast<const char*>(strings->data()) + sym.st_name;
     if (std::string_view(text, strnlen(text, strings->size() - sym.st_name)) == name) {
-      return std::optional<DynamicTlsSymbol>{DynamicTlsSymbol{i, sym.st_value}};
+      return std::optional<TlsSymbol>{TlsSymbol{i, sym.st_value}};
     }
   }
-  return std::optional<DynamicTlsSymbol>{};
+  return std::optional<TlsSymbol>{};
+}
+
+struct Relocation {
+  Elf64_Rela rela;
+  uint64_t vaddr;  // where the relocation itself is (link time)
+};
+
+// The dynamic relocations: .rela.dyn, and .rela.plt, where the linker puts
+// TLS descriptors (so that they can be bound lazily).
+Result<std::vector<Relocation>> dynamic_relocations(const ElfFile& elf) {
+  std::vector<Relocation> relocations;
+  bool any = false;
+  for (const char* section : {".rela.dyn", ".rela.plt"}) {
+    uint64_t vaddr = 0;
+    auto bytes = elf.section_bytes(section, &vaddr);
+    if (!bytes) continue;
+    any = true;
+    const size_t count = bytes->size() / sizeof(Elf64_Rela);
+    for (size_t i = 0; i < count; ++i) {
+      Relocation r;
+      std::memcpy(&r.rela, bytes->data() + i * sizeof(Elf64_Rela), sizeof(r.rela));
+      r.vaddr = vaddr + i * sizeof(Elf64_Rela);
+      relocations.push_back(r);
+    }
+  }
+  if (!any) return make_error(fmt::format("{}: no .rela.dyn or .rela.plt section", elf.path()));
+  return relocations;
+}
+
+// How the relocations reach a library's variable: first those naming its
+// symbol, then those through symbol 0 (a variable not in .dynsym; initial
+// exec and descriptors carry its offset as addend; local dynamic only the
+// file's module id).
+std::optional<TlsVariableAccess> access_by_relocation(const std::vector<Relocation>& relocations,
+                                                      const TlsSymbol& symbol) {
+  std::optional<TlsVariableAccess> module_slot;
+  for (bool through_symbol_0 : {false, true}) {
+    if (through_symbol_0 && module_slot) break;
+    for (const auto& [rela, where] : relocations) {
+      const uint64_t sym = ELF64_R_SYM(rela.r_info);
+      if (through_symbol_0 ? sym != 0 : (symbol.dynamic_index == 0 || sym != symbol.dynamic_index)) continue;
+      const uint64_t offset = through_symbol_0 ? static_cast<uint64_t>(rela.r_addend)
+                                               : symbol.value + static_cast<uint64_t>(rela.r_addend);
+      const bool this_variable = offset == symbol.value;
+      switch (ELF64_R_TYPE(rela.r_info)) {
+        case R_X86_64_TPOFF64:  // initial exec: the loader writes the offset from the thread pointer
+          if (this_variable) return TlsVariableAccess{TlsAccessKind::kTpOffsetSlot, symbol.value, rela.r_offset, 0, 0};
+          break;
+        case R_X86_64_TLSDESC:  // a descriptor: the loader writes a resolver and its argument
+          if (this_variable) {
+            return TlsVariableAccess{TlsAccessKind::kDescriptor, symbol.value, rela.r_offset, 0, where};
+          }
+          break;
+        case R_X86_64_DTPMOD64:  // general (or, through symbol 0, local) dynamic: the module id
+          if (!module_slot) module_slot = TlsVariableAccess{TlsAccessKind::kModuleSlot, symbol.value, rela.r_offset, 0, 0};
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return module_slot;
 }
 
 }  // namespace
@@ -44,56 +108,77 @@ Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view
   if (!tls) return make_error(fmt::format("{}: {}: the file has no PT_TLS segment", elf.path(), name));
   auto dynamic = dynamic_tls_symbol(elf, name);
   if (!dynamic) return dynamic.error();
+  TlsSymbol symbol;
   if (*dynamic) {
-    auto relocations = elf.section_bytes(".rela.dyn");
-    if (!relocations) return relocations.error();
-    const size_t count = relocations->size() / sizeof(Elf64_Rela);
-    std::optional<TlsVariableAccess> module_slot;
-    for (size_t i = 0; i < count; ++i) {
-      Elf64_Rela rela;
-      std::memcpy(&rela, relocations->data() + i * sizeof(Elf64_Rela), sizeof(rela));
-      if (ELF64_R_SYM(rela.r_info) != (*dynamic)->index) continue;
-      switch (ELF64_R_TYPE(rela.r_info)) {
-        case R_X86_64_TPOFF64:  // initial exec: the loader writes the offset from the thread pointer
-          return TlsVariableAccess{TlsAccessKind::kTpOffsetSlot, (*dynamic)->value, rela.r_offset, 0};
-        case R_X86_64_DTPMOD64:  // general dynamic: the loader writes the module id
-          if (!module_slot) module_slot = TlsVariableAccess{TlsAccessKind::kModuleSlot, (*dynamic)->value, rela.r_offset, 0};
-          break;
-        default:
-          break;
-      }
+    symbol = **dynamic;
+  } else {
+    auto found = elf.find_symbol(name);
+    if (!found) return found.error();
+    if (!*found || (*found)->type != STT_TLS) {
+      return make_error(fmt::format("{}: no thread-local symbol {}", elf.path(), name));
     }
-    if (module_slot) return *module_slot;
-    // Local dynamic: the file's own module id, in a DTPMOD64 slot against
-    // symbol 0, and the variable at its st_value in the block.
-    for (size_t i = 0; i < count; ++i) {
-      Elf64_Rela rela;
-      std::memcpy(&rela, relocations->data() + i * sizeof(Elf64_Rela), sizeof(rela));
-      if (ELF64_R_SYM(rela.r_info) == 0 && ELF64_R_TYPE(rela.r_info) == R_X86_64_DTPMOD64) {
-        return TlsVariableAccess{TlsAccessKind::kModuleSlot, (*dynamic)->value, rela.r_offset, 0};
-      }
-    }
-    if (!main_executable) {
-      return make_error(fmt::format("{}: {}: no TPOFF64 or DTPMOD64 relocation reaches it (TLS descriptors are "
-                                    "not read)",
-                                    elf.path(), name));
-    }
+    symbol.value = (*found)->value;
+  }
+  if (auto relocations = dynamic_relocations(elf)) {
+    if (auto access = access_by_relocation(*relocations, symbol)) return *access;
+  } else if (!main_executable) {
+    return relocations.error();
+  }
+  if (!main_executable) {
+    return make_error(fmt::format("{}: {}: no TPOFF64, DTPMOD64 or TLSDESC relocation reaches it", elf.path(), name));
   }
   // An executable's own variable (local exec): its block ends at the thread
   // pointer, aligned (TLS variant II: tp - roundup(memsz, align)).
-  auto symbol = elf.find_symbol(name);
-  if (!symbol) return symbol.error();
-  if (!*symbol || (*symbol)->type != STT_TLS) {
-    return make_error(fmt::format("{}: no thread-local symbol {}", elf.path(), name));
-  }
-  if (!main_executable) {
-    return make_error(fmt::format("{}: {}: a library's thread-local variable needs a relocation to be found",
-                                  elf.path(), name));
-  }
   const uint64_t block = (tls->memsz + tls->align - 1) / tls->align * tls->align;
-  TlsVariableAccess access{TlsAccessKind::kTpOffset, (*symbol)->value, 0, 0};
-  access.tp_offset = static_cast<int64_t>((*symbol)->value) - static_cast<int64_t>(block);
+  TlsVariableAccess access{TlsAccessKind::kTpOffset, symbol.value, 0, 0, 0};
+  access.tp_offset = static_cast<int64_t>(symbol.value) - static_cast<int64_t>(block);
   return access;
+}
+
+Result<TlsVariableLocation> locate_tls_variable(const TlsVariableAccess& access, uint64_t load_bias,
+                                                const ReadProcessMemory& read) {
+  using Base = TlsVariableLocation::Base;
+  if (access.kind == TlsAccessKind::kTpOffset) return TlsVariableLocation{Base::kThreadPointer, 0, access.tp_offset};
+  const uint64_t slot = load_bias + access.slot_vaddr;
+  uint64_t words[2] = {0, 0};
+  const size_t size = access.kind == TlsAccessKind::kDescriptor ? sizeof(words) : sizeof(words[0]);
+  if (!read(slot, words, size)) return make_error(fmt::format("cannot read the TLS slot at {:#x}", slot));
+  switch (access.kind) {
+    case TlsAccessKind::kModuleSlot:
+      if (words[0] == 0) return make_error(fmt::format("the TLS slot at {:#x} holds no module id yet", slot));
+      return TlsVariableLocation{Base::kDtv, words[0], static_cast<int64_t>(access.offset_in_block)};
+    case TlsAccessKind::kTpOffsetSlot:
+      return TlsVariableLocation{Base::kThreadPointer, 0, static_cast<int64_t>(words[0])};
+    case TlsAccessKind::kDescriptor:
+      break;
+    case TlsAccessKind::kTpOffset:
+      break;
+  }
+  // words = {resolver, argument}. Static TLS (_dl_tlsdesc_return): the
+  // argument is the variable's offset from the thread pointer, negative in
+  // variant II, so it cannot be mistaken for a user-space pointer (below
+  // 2^47). Lazy binding (glibc before 2.35 with lazy binding on): the
+  // argument is the relocation's own address until the first access.
+  const uint64_t argument = words[1];
+  if (words[0] == 0 || argument == load_bias + access.relocation_vaddr) {
+    return make_error(fmt::format("the TLS descriptor at {:#x} is not bound yet", slot));
+  }
+  if (static_cast<int64_t>(argument) < 0) {
+    return TlsVariableLocation{Base::kThreadPointer, 0, static_cast<int64_t>(argument)};
+  }
+  // Dynamic TLS (_dl_tlsdesc_dynamic): the argument points to glibc's
+  // tlsdesc_dynamic_arg, which starts with tls_index {module id, offset}.
+  uint64_t index[2] = {0, 0};
+  if (!read(argument, index, sizeof(index))) {
+    return make_error(fmt::format("cannot read the TLS descriptor argument at {:#x} (descriptor at {:#x})", argument,
+                                  slot));
+  }
+  if (index[0] == 0 || index[1] != access.offset_in_block) {
+    return make_error(fmt::format("the TLS descriptor at {:#x} points to {:#x}, which holds no tls_index of this "
+                                  "variable (module {}, offset {:#x}; expected offset {:#x})",
+                                  slot, argument, index[0], index[1], access.offset_in_block));
+  }
+  return TlsVariableLocation{Base::kDtv, index[0], static_cast<int64_t>(index[1])};
 }
 
 }  // namespace omniprof

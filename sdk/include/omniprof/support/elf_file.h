@@ -105,7 +105,8 @@ class ElfFile {
   Result<std::vector<uint8_t>> read_at_vaddr(uint64_t vaddr, size_t size) const;
   // The contents of the section named `name` (decompressed when it is
   // compressed); an error when there is no such section or it is SHT_NOBITS.
-  Result<std::vector<uint8_t>> section_bytes(std::string_view name) const;
+  // `vaddr`, when given, receives the section's address (sh_addr).
+  Result<std::vector<uint8_t>> section_bytes(std::string_view name, uint64_t* vaddr = nullptr) const;
 
  private:
   ElfFile(std::string path, UniqueFd fd, Elf* elf);

@@ -9,13 +9,23 @@
 // fixed offset from the thread pointer when it uses initial exec (a slot the
 // loader fills with that offset: R_X86_64_TPOFF64). An executable's own
 // variable (local exec, no relocation) sits at a fixed offset below the
-// thread pointer known from its PT_TLS segment alone.
+// thread pointer known from its PT_TLS segment alone. Code built with TLS
+// descriptors (-mtls-dialect=gnu2) has a two-word descriptor instead
+// (R_X86_64_TLSDESC): {resolver, argument}. The loader picks the resolver per
+// process: if the file's block is in static TLS (every library loaded at
+// start, and one dlopen()ed later while the static surplus lasts),
+// _dl_tlsdesc_return with the variable's offset from the thread pointer as
+// argument; otherwise _dl_tlsdesc_dynamic with a pointer to {module id,
+// offset in block}.
 //
-// The loader writes those slots when it maps the file, so the plugin reads
-// them from the process (load bias + slot address) to finish the answer.
+// The loader writes those slots when it maps the file, so
+// locate_tls_variable reads them from the process (load bias + slot address)
+// to finish the answer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "omniprof/support/elf_file.h"
@@ -27,14 +37,30 @@ enum class TlsAccessKind {
   kModuleSlot,    // dtv[module id] + offset_in_block; the id is in the GOT slot at slot_vaddr
   kTpOffsetSlot,  // thread pointer + the offset in the GOT slot at slot_vaddr
   kTpOffset,      // thread pointer + tp_offset (the executable's own block)
+  kDescriptor,    // a TLS descriptor at slot_vaddr (16 bytes): either of the first two, per process
 };
 
 struct TlsVariableAccess {
   TlsAccessKind kind = TlsAccessKind::kModuleSlot;
   uint64_t offset_in_block = 0;  // the variable's offset in the file's TLS block (st_value)
-  uint64_t slot_vaddr = 0;       // link-time address of the GOT slot (kModuleSlot, kTpOffsetSlot)
+  uint64_t slot_vaddr = 0;       // link-time address of the GOT slot or descriptor
   int64_t tp_offset = 0;         // kTpOffset
+  uint64_t relocation_vaddr = 0; // kDescriptor: link-time address of its relocation (a lazily bound
+                                 // descriptor's argument points there until first use)
 };
+
+// Where one process keeps the variable, from what its loader wrote.
+struct TlsVariableLocation {
+  enum class Base {
+    kDtv,            // dtv[module_id] (the block's address) + offset
+    kThreadPointer,  // the thread pointer + offset (negative: variant II)
+  };
+  Base base = Base::kDtv;
+  uint64_t module_id = 0;
+  int64_t offset = 0;
+};
+
+using ReadProcessMemory = std::function<bool(uint64_t address, void* buffer, std::size_t size)>;
 
 // `main_executable`: the file is the process's executable (its own block is
 // the first, right below the thread pointer), not a library it loaded. An
@@ -42,5 +68,12 @@ struct TlsVariableAccess {
 // file, or the file says nothing the three ways above can use (e.g. TLS
 // descriptors only).
 Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view name, bool main_executable);
+
+// Finishes `access` for one process that maps the file at `load_bias`,
+// reading the slot the loader filled through `read`. An error naming the
+// address when the slot cannot be read or the loader has not filled it yet
+// (no module id; a descriptor not yet bound).
+Result<TlsVariableLocation> locate_tls_variable(const TlsVariableAccess& access, uint64_t load_bias,
+                                                const ReadProcessMemory& read);
 
 }  // namespace omniprof
