@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rbperf.h"
+#include "ruby_shapes.h"
 
 namespace omniprof::ruby {
 namespace {
@@ -258,7 +259,8 @@ class ObjectReader {
   }
 
   // A class's path or attached object: a field of its classext (3.3+,
-  // `field` >= 0) or, up to 3.1, its ivar `ivar`.
+  // `field` >= 0) or its ivar `ivar` (up to 3.1 in an st_table, 3.2 through
+  // its shape).
   std::optional<uint64_t> class_slot(uint64_t klass, int64_t field, const char* ivar) {
     auto ext = classext(klass);
     if (!ext) return std::nullopt;
@@ -268,7 +270,30 @@ class ObjectReader {
       return *value;
     }
     if (o_.classext_iv_tbl >= 0) return class_ivar(*ext, ivar);
+    if (o_.classext_iv_ptr >= 0) return shape_ivar(klass, *ext, ivar);
     return std::nullopt;
+  }
+
+  // The ivar `name` of a class on 3.2: at the index its object shape gives
+  // in the classext's iv_ptr array (ruby_shapes.h).
+  std::optional<uint64_t> shape_ivar(uint64_t klass, uint64_t classext, const char* name) {
+    if (o_.vm_shape_list < 0 || o_.shape_id_shift < 0 || addresses_.vm_pointer == 0) return std::nullopt;
+    auto flags = u64(klass, "class flags");
+    auto vm = u64(addresses_.vm_pointer, "ruby_current_vm_ptr");
+    if (!flags || !vm || !is_heap_pointer(*vm)) return std::nullopt;
+    auto shape_list = u64(*vm + o_.vm_shape_list, "vm shape_list");
+    if (!shape_list || *shape_list == 0) return std::nullopt;
+    const uint32_t shape_id = static_cast<uint32_t>(*flags >> o_.shape_id_shift);
+    auto index = shape_ivar_index(read_, o_, *shape_list, shape_id, [&](uint64_t id) {
+      auto id_text = id_name(id);
+      return id_text && *id_text == name;
+    });
+    if (!index) return std::nullopt;
+    auto ivars = u64(classext + o_.classext_iv_ptr, "iv_ptr");
+    if (!ivars || !is_heap_pointer(*ivars)) return std::nullopt;
+    auto value = u64(*ivars + uint64_t{*index} * 8, name);
+    if (!value) return std::nullopt;
+    return *value;
   }
 
   // The path String's text of a class or module ("Foo", "A::B"), nullopt

@@ -25,6 +25,7 @@ using ReadMemory = std::function<bool(uint64_t addr, void* buf, std::size_t len)
 // file (plus the mapping's load bias).
 struct RubyProcessAddresses {
   uint64_t global_symbols = 0;  // &ruby_global_symbols (ID -> name), 0 if not found
+  uint64_t vm_pointer = 0;      // &ruby_current_vm_ptr (3.2: where the shapes are), 0 if not found
 };
 
 struct RubyFrameName {

@@ -67,6 +67,15 @@ constexpr Field kFields[] = {
     READER_FIELD(classext_classpath),
     READER_FIELD(classext_attached_object),
     READER_FIELD(class_singleton_flag),
+    READER_FIELD(classext_iv_ptr),
+    READER_FIELD(vm_shape_list),
+    READER_FIELD(shape_size),
+    READER_FIELD(shape_edge_name),
+    READER_FIELD(shape_next_iv_index),
+    READER_FIELD(shape_type),
+    READER_FIELD(shape_parent_id),
+    READER_FIELD(shape_type_ivar),
+    READER_FIELD(shape_id_shift),
     READER_FIELD(st_entries_start),
     READER_FIELD(st_entries_bound),
     READER_FIELD(st_entries),
@@ -133,6 +142,37 @@ bool set_ruby_offset(RubyVersionOffsets& offsets, std::string_view key, int64_t 
   return true;
 }
 
+
+namespace {
+
+// 3.2's shape keys come together, and each field lies inside rb_shape_t:
+// the reader reads shape_size bytes per shape and picks the fields out.
+void check_shape_offsets(const RubyReaderOffsets& o, const std::string& where) {
+  if (o.classext_iv_ptr < 0) return;
+  if (o.vm_shape_list < 0 || o.shape_size <= 0 || o.shape_size > 256 || o.shape_type_ivar < 0 ||
+      o.shape_id_shift < 0 || o.shape_id_shift > 63) {
+    throw sdk::OffsetError(where + ": classext_iv_ptr (classes through object shapes) needs vm_shape_list, "
+                           "shape_size (1 to 256), shape_type_ivar and shape_id_shift (0 to 63)");
+  }
+  struct ShapeField {
+    const char* key;
+    int64_t offset;
+    int64_t width;
+  };
+  const ShapeField fields[] = {{"shape_edge_name", o.shape_edge_name, 8},
+                               {"shape_next_iv_index", o.shape_next_iv_index, 4},
+                               {"shape_type", o.shape_type, 1},
+                               {"shape_parent_id", o.shape_parent_id, 4}};
+  for (const ShapeField& field : fields) {
+    if (field.offset < 0 || field.offset + field.width > o.shape_size) {
+      throw sdk::OffsetError(where + ": " + field.key + ": " + std::to_string(field.offset) +
+                             " does not fit a shape of shape_size " + std::to_string(o.shape_size) + " bytes");
+    }
+  }
+}
+
+}  // namespace
+
 RubyOffsetsTable RubyOffsetsTable::load_file(const std::string& path) {
   return from_table(sdk::OffsetTable::load_file(path), path);
 }
@@ -187,6 +227,7 @@ RubyOffsetsTable RubyOffsetsTable::from_table(const sdk::OffsetTable& table, con
       throw sdk::OffsetError(where + ": ec_model " + std::to_string(model) +
                              " (a global EC) needs ec_thread_ptr and thread_native_id");
     }
+    check_shape_offsets(offsets.reader, where);
     result.versions_.push_back(offsets);
   }
   return result;

@@ -64,6 +64,17 @@ struct RubyReaderOffsets {
   int64_t classext_classpath = -1;  // 3.3+
   int64_t classext_attached_object = -1;  // 3.3+
   int64_t class_singleton_flag = -1;      // FL_SINGLETON
+  // 3.2's object shapes (ruby_shapes.h): the class's ivar array, where the
+  // VM keeps its shapes, rb_shape_t, and where the flags keep the shape id
+  int64_t classext_iv_ptr = -1;
+  int64_t vm_shape_list = -1;
+  int64_t shape_size = -1;
+  int64_t shape_edge_name = -1;
+  int64_t shape_next_iv_index = -1;
+  int64_t shape_type = -1;
+  int64_t shape_parent_id = -1;
+  int64_t shape_type_ivar = -1;
+  int64_t shape_id_shift = -1;
   // st_table (ivar tables up to 3.1)
   int64_t st_entries_start = -1;
   int64_t st_entries_bound = -1;

@@ -71,6 +71,7 @@ struct RubyFile {
   std::pair<uint64_t, uint64_t> vm_exec_range;  // ELF vaddr [start, end) of rb_vm_exec
   EcAccess ec;
   uint64_t global_symbols = 0;  // ELF vaddr, 0 if not found (C functions then go unnamed)
+  uint64_t vm_pointer = 0;      // ELF vaddr of ruby_current_vm_ptr, 0 if not found (3.2 classes go unnamed)
 };
 
 struct RubyProcess {
@@ -181,6 +182,7 @@ std::string read_ruby_file(const std::string& path, const std::string& name, boo
     return name + ": no ruby_current_ec, ruby_current_execution_context_ptr or ruby_single_main_ractor";
   }
   if (auto symbols = rb::find_global_symbols(*elf)) info.global_symbols = *symbols;
+  if (auto vm = symbol("ruby_current_vm_ptr")) info.vm_pointer = vm->value;
   info.is_ruby = true;
   return "";
 }
@@ -293,6 +295,7 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
   bool first = processes_.find(pid) == processes_.end();
   RubyProcess ruby{*shipped, {}, info->version_text};
   if (info->global_symbols) ruby.addresses.global_symbols = info->global_symbols + bias;
+  if (info->vm_pointer) ruby.addresses.vm_pointer = info->vm_pointer + bias;
   processes_[pid] = std::move(ruby);
   if (first) {
     log_.debug("ruby: pid " + std::to_string(pid) + " runs Ruby " + info->version_text + " from " + found->path +

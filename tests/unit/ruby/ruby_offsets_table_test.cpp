@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <omniprof/offsets.hpp>
 #include <sstream>
 
@@ -20,9 +21,14 @@ std::string shipped_yaml() {
 // `drop_key`, then `extra_line`.
 std::string one_entry(const std::string& version, const std::string& drop_key = "", const std::string& extra_line = "") {
   std::string text = "runtime: ruby\nversions:\n  - version: \"" + version + "\"\n    offsets:\n";
+  // 8 for every offset, but ec_model TLS and a 3.2-like shape.
+  const std::map<std::string_view, int> values = {{"ec_model", 1},         {"shape_size", 32},     {"shape_edge_name", 8},
+                                                  {"shape_next_iv_index", 16}, {"shape_type", 24}, {"shape_parent_id", 28},
+                                                  {"shape_type_ivar", 1},  {"shape_id_shift", 32}};
   for (std::string_view key : ruby_offset_keys()) {
     if (key == drop_key) continue;
-    text += "      " + std::string(key) + ": " + (key == "ec_model" ? "1" : "8") + "\n";
+    auto value = values.find(key);
+    text += "      " + std::string(key) + ": " + std::to_string(value == values.end() ? 8 : value->second) + "\n";
   }
   return text + extra_line;
 }
@@ -101,6 +107,19 @@ TEST(RubyOffsetsTable, RejectsUnknownKeysBadValuesAndRuntime) {
   expect_error(other_runtime, {"python"});
   // The SDK's own checks: a line number, a non-integer.
   expect_error(one_entry("3.1", "cfp_pc", "      cfp_pc: abc\n"), {"test.yaml:", "cfp_pc", "abc"});
+}
+
+// 3.2's classes go through object shapes: the keys come together and each
+// field lies inside the shape the reader reads.
+TEST(RubyOffsetsTable, ShapeKeysComeTogetherAndFitTheShape) {
+  RubyOffsetsTable table = RubyOffsetsTable::parse(one_entry("3.2"), "test.yaml");
+  EXPECT_EQ(table.find(3, 2)->reader.shape_parent_id, 28);
+  expect_error(one_entry("3.2", "shape_parent_id", "      shape_parent_id: 30\n"), {"3.2", "shape_parent_id", "30"});
+  expect_error(one_entry("3.2", "shape_edge_name", "      shape_edge_name: -1\n"), {"3.2", "shape_edge_name"});
+  expect_error(one_entry("3.2", "vm_shape_list", "      vm_shape_list: -1\n"), {"3.2", "vm_shape_list"});
+  expect_error(one_entry("3.2", "shape_id_shift", "      shape_id_shift: 64\n"), {"3.2", "shape_id_shift"});
+  // Without classext_iv_ptr the shape keys are not used (every other version).
+  (void)RubyOffsetsTable::parse(one_entry("3.1"), "test.yaml");
 }
 
 TEST(RubyOffsetsTable, ValuesRoundTripThroughKeys) {
