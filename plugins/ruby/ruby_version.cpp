@@ -9,7 +9,7 @@ namespace omniprof::ruby {
 namespace {
 
 // The longest instruction sequence decode_rip_relative_load accepts.
-constexpr std::size_t kLoadAndReturnBytes = 8;
+constexpr std::size_t kLoadAndReturnBytes = 12;  // endbr64 (4), 48 8b 05 disp32 (7), c3
 
 std::string hex_bytes(std::span<const uint8_t> bytes) {
   std::string text;
@@ -57,11 +57,16 @@ Result<RubyVersion> read_ruby_version(const ElfFile& elf) {
 }
 
 Result<uint64_t> decode_rip_relative_load(std::span<const uint8_t> code, uint64_t function_vaddr) {
-  std::size_t prefix = !code.empty() && code[0] == 0x48 ? 1 : 0;
-  std::size_t length = prefix + 7;  // [48] 8b 05 disp32 c3
+  // A build with -fcf-protection (Debian 13's) starts every function with
+  // endbr64 (f3 0f 1e fa).
+  static constexpr uint8_t kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  std::size_t endbr = code.size() >= 4 && std::memcmp(code.data(), kEndbr64, 4) == 0 ? 4 : 0;
+  std::size_t prefix = endbr + (code.size() > endbr && code[endbr] == 0x48 ? 1 : 0);
+  std::size_t length = prefix + 7;  // [endbr64] [48] 8b 05 disp32 c3
   if (code.size() < length || code[prefix] != 0x8b || code[prefix + 1] != 0x05 || code[prefix + 6] != 0xc3) {
     return make_error("code at " + hex(function_vaddr) + " is " + hex_bytes(code.first(std::min(code.size(), length))) +
-                      ", not mov eax/rax, [rip + disp32]; ret (8b 05 .. .. .. .. c3, optionally 48-prefixed)");
+                      ", not mov eax/rax, [rip + disp32]; ret (8b 05 .. .. .. .. c3, optionally 48-prefixed, "
+                      "optionally after endbr64)");
   }
   int32_t displacement;
   std::memcpy(&displacement, code.data() + prefix + 2, 4);

@@ -23,10 +23,7 @@ struct ExpectedFrame {
 };
 
 // How the reader names them: as CRuby 3.4's backtraces do.
-const std::map<std::string, std::string> kQualified = {
-    {"spin", "Foo#spin"}, {"block in bar", "block in Foo#bar"}, {"times", "Integer#times"},
-    {"bar", "Foo#bar"},   {"baz", "Foo.baz"},                   {"<main>", "<main>"},
-};
+const std::map<std::string, std::string>& kQualified = test::kSpinRbNames;
 
 // A running workload (spin.rb unless a test says otherwise) and what
 // reading it needs.

@@ -37,6 +37,13 @@ const RubyVersionOffsets& shipped_offsets(int major, int minor, int patch) {
 }
 
 std::optional<RubyProcess> RubyProcess::start(const std::string& script, std::string& error) {
+  return start(std::vector<std::string>{kRuby, script}, error);
+}
+
+std::optional<RubyProcess> RubyProcess::start(const std::vector<std::string>& command, std::string& error) {
+  std::vector<char*> argv;
+  for (const std::string& argument : command) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     error = "pipe2 failed";
@@ -51,7 +58,7 @@ std::optional<RubyProcess> RubyProcess::start(const std::string& script, std::st
   }
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
-    execl(kRuby, kRuby, script.c_str(), static_cast<char*>(nullptr));
+    execv(argv[0], argv.data());
     _exit(127);
   }
   close(fds[1]);
@@ -63,7 +70,7 @@ std::optional<RubyProcess> RubyProcess::start(const std::string& script, std::st
     process.lines_.push_back(text);
     if (text == "ready") return process;
   }
-  error = kRuby + std::string(" ") + script + " exited before printing ready";
+  error = command.front() + " " + command.back() + " exited before printing ready";
   return std::nullopt;
 }
 
@@ -130,6 +137,16 @@ Result<std::vector<RubyFrameRecord>> walk_main_thread(const ReadMemory& read, co
   if (!thread) return thread.error();
   auto ec = u64(*thread + kThreadEc, "thread->ec");
   if (!ec) return ec.error();
+  return walk_ec(read, *ec, offsets);
+}
+
+Result<std::vector<RubyFrameRecord>> walk_ec(const ReadMemory& read, uint64_t ec_address, const RubyVersionOffsets& offsets) {
+  auto u64 = [&](uint64_t address, const char* what) -> Result<uint64_t> {
+    uint64_t value;
+    if (!read(address, &value, 8)) return make_error(std::string(what) + " unreadable at " + std::to_string(address));
+    return value;
+  };
+  const uint64_t* ec = &ec_address;
   const ruby_offsets& o = offsets.bpf;
   auto stack = u64(*ec + o.ec_vm_stack, "ec->vm_stack");
   auto stack_size = u64(*ec + o.ec_vm_stack_size, "ec->vm_stack_size");

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ class RubyProcess {
   // Starts it and collects its stdout lines up to and including "ready";
   // nullopt (and `error`) if it exits first.
   static std::optional<RubyProcess> start(const std::string& script, std::string& error);
+  // The same with a whole command line (another ruby build, run by its own
+  // dynamic loader).
+  static std::optional<RubyProcess> start(const std::vector<std::string>& command, std::string& error);
   RubyProcess(RubyProcess&& other) noexcept;
   RubyProcess& operator=(RubyProcess&&) = delete;
   ~RubyProcess();
@@ -70,6 +74,16 @@ std::optional<uint64_t> load_bias(pid_t pid, const ElfFile& elf);
 Result<std::vector<RubyFrameRecord>> walk_main_thread(const ReadMemory& read, const ElfFile& libruby, uint64_t bias,
                                                      const RubyVersionOffsets& offsets);
 
+// The frames of the thread whose execution context is at `ec`, as above.
+Result<std::vector<RubyFrameRecord>> walk_ec(const ReadMemory& read, uint64_t ec, const RubyVersionOffsets& offsets);
+
 std::vector<std::string> split(const std::string& text, char separator);
+
+// spin.rb's frames: the label caller_locations prints up to 3.3 -> the name
+// the reader gives (as CRuby 3.4's backtraces name them).
+inline const std::map<std::string, std::string> kSpinRbNames = {
+    {"spin", "Foo#spin"}, {"block in bar", "block in Foo#bar"}, {"times", "Integer#times"},
+    {"bar", "Foo#bar"},   {"baz", "Foo.baz"},                   {"<main>", "<main>"},
+};
 
 }  // namespace omniprof::ruby::test

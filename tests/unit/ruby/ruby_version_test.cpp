@@ -51,6 +51,11 @@ TEST(RubyGlobalSymbols, DecodesBothLoadForms) {
   address = decode_rip_relative_load(rax, 0x2000);
   ASSERT_TRUE(address) << address.error().message;
   EXPECT_EQ(*address, 0x2000u + 7 - 16);
+  // -fcf-protection (Debian 13's libruby-3.3): endbr64 first.
+  const uint8_t endbr[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x8b, 0x05, 0x20, 0x00, 0x00, 0x00, 0xc3};
+  address = decode_rip_relative_load(endbr, 0x3000);
+  ASSERT_TRUE(address) << address.error().message;
+  EXPECT_EQ(*address, 0x3000u + 4 + 6 + 0x20);
 }
 
 TEST(RubyGlobalSymbols, RefusesOtherCode) {
@@ -60,6 +65,8 @@ TEST(RubyGlobalSymbols, RefusesOtherCode) {
       {0xe8, 0x00, 0x00, 0x00, 0x00, 0xc3, 0x90},
       {0x8b, 0x05, 0x10},
       {0x8b, 0x0d, 0x10, 0x00, 0x00, 0x00, 0xc3},
+      {0xf3, 0x0f, 0x1e, 0xfa, 0xc3},
+      {0xf3, 0x0f, 0x1e, 0xfa},
       {},
   };
   for (const auto& code : malformed) {
