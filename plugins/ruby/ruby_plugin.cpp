@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -142,15 +143,23 @@ bool ruby_named(const std::string& name) {
   return std::regex_match(base, pattern);
 }
 
+// A symbol the file itself lacks, from elsewhere: the host's lookup, which
+// reads a stripped file's separate debug file (Debian's libruby3.3-dbgsym
+// for a libruby that hides rb_vm_exec and ruby_current_ec). Value and size
+// only: its type is STT_NOTYPE.
+using SymbolElsewhere = std::function<std::optional<omniprof::ElfSymbol>(const char* name)>;
+
 // Fills `info` from the ELF file at `path`; returns why it is not a usable
 // CRuby, empty when it is.
-std::string read_ruby_file(const std::string& path, const std::string& name, bool main_executable, RubyFile& info) {
+std::string read_ruby_file(const std::string& path, const std::string& name, bool main_executable,
+                           const SymbolElsewhere& elsewhere, RubyFile& info) {
   info.unusable_ruby = !main_executable;
   auto elf = omniprof::ElfFile::open(path);
   if (!elf) return elf.error().message;
   auto symbol = [&](const char* wanted) -> std::optional<omniprof::ElfSymbol> {
     auto found = elf->find_symbol(wanted);
-    return found ? *found : std::nullopt;
+    if (found && *found && (*found)->type != STT_NOTYPE) return *found;
+    return elsewhere(wanted);
   };
   auto version = rb::read_ruby_version(*elf);
   if (version) info.unusable_ruby = true;
@@ -167,8 +176,11 @@ std::string read_ruby_file(const std::string& path, const std::string& name, boo
   info.version_text = version->to_string();
   info.vm_exec_range = {exec->value, exec->value + std::max<uint64_t>(exec->size, 1)};
 
-  if (auto tls = symbol("ruby_current_ec"); tls && tls->type == STT_TLS) {
-    auto access = omniprof::find_tls_variable(*elf, "ruby_current_ec", main_executable);
+  // From the debug file it has no type: with a TLS segment (3.0.4+) it is
+  // the thread-local one.
+  if (auto tls = symbol("ruby_current_ec");
+      tls && (tls->type == STT_TLS || (tls->type == STT_NOTYPE && elf->tls_segment()))) {
+    auto access = omniprof::find_tls_variable(*elf, "ruby_current_ec", main_executable, tls->value);
     if (!access) return access.error().message;
     info.ec.tls = *access;
     info.ec.model = RUBY_EC_TLS_DTV;  // "TLS": ec_data picks the model from what the process's loader wrote
@@ -191,7 +203,18 @@ const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path,
                                       bool main_executable) {
   if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
   RubyFile info;
-  info.why_not = read_ruby_file(path, name, main_executable, info);
+  info.why_not = read_ruby_file(path, name, main_executable, [&](const char* wanted) -> std::optional<omniprof::ElfSymbol> {
+    uint64_t value = 0, size = 0;
+    if (!host_->elf_symbol || host_->elf_symbol(host_->host, path.c_str(), wanted, &value, &size) != OMNIPROF_OK) {
+      return std::nullopt;
+    }
+    omniprof::ElfSymbol found;
+    found.name = wanted;
+    found.value = value;
+    found.size = size;
+    found.type = STT_NOTYPE;
+    return found;
+  }, info);
   if (file_id == 0) {
     static RubyFile scratch;
     scratch = std::move(info);

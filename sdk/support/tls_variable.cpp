@@ -100,7 +100,8 @@ std::optional<TlsVariableAccess> access_by_relocation(const std::vector<Relocati
 
 }  // namespace
 
-Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view name, bool main_executable) {
+Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view name, bool main_executable,
+                                            std::optional<uint64_t> value) {
   if (elf.machine() != EM_X86_64) {
     return make_error(fmt::format("{}: {}: thread-local variables are read on x86-64 only", elf.path(), name));
   }
@@ -114,10 +115,13 @@ Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view
   } else {
     auto found = elf.find_symbol(name);
     if (!found) return found.error();
-    if (!*found || (*found)->type != STT_TLS) {
+    if (*found && (*found)->type == STT_TLS) {
+      symbol.value = (*found)->value;
+    } else if (!*found && value) {
+      symbol.value = *value;
+    } else {
       return make_error(fmt::format("{}: no thread-local symbol {}", elf.path(), name));
     }
-    symbol.value = (*found)->value;
   }
   if (auto relocations = dynamic_relocations(elf)) {
     if (auto access = access_by_relocation(*relocations, symbol)) return *access;

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "e2e_support.h"
 #include "interpreter_support.h"
 #include "omniprof/support/elf_file.h"
@@ -460,6 +462,95 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
     EXPECT_GE(native * 100, total * 90) << native << " of " << total << " samples of pid " << c.pid
                                         << " walk from libruby through ruby_run_node to _start";
   }
+}
+
+// A libruby whose symbols the file itself does not give (here rb_vm_exec
+// turned into STT_NOTYPE, as Debian 13's libruby-3.3 hides rb_vm_exec and
+// ruby_current_ec) is walked when its separate debug file is installed by
+// build ID (/usr/lib/debug/.build-id/xx/yyyy.debug, what a -dbgsym package
+// installs): the plugin asks the host, which reads the debug file. The copy
+// gets a build ID of its own so that its debug file is for it alone.
+TEST(RubyPluginLimitsTest, StrippedRubyWithItsDebugFileIsWalked) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string ruby = "/usr/bin/ruby3.1";
+  if (access(ruby.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << ruby << " missing in CI";
+    GTEST_SKIP() << ruby << " not installed";
+  }
+  const std::string dir = temp_dir("ruby-debug-file");
+  std::string build_id;
+  uint64_t exec_offset_in_text = 0, exec_value = 0, exec_size = 0;
+  const std::string lib_dir = patched_libruby(dir + "/lib", [&](std::string& bytes, const ElfFile& elf) {
+    auto exec = elf.find_symbol("rb_vm_exec");
+    uint64_t text = 0;
+    if (!exec || !*exec || !elf.section_bytes(".text", &text)) return false;
+    exec_offset_in_text = (*exec)->value - text;
+    exec_value = (*exec)->value;
+    exec_size = (*exec)->size;
+    std::string value_and_size(16, '\0');
+    std::memcpy(value_and_size.data(), &(*exec)->value, 8);
+    std::memcpy(value_and_size.data() + 8, &(*exec)->size, 8);
+    size_t at = bytes.find(value_and_size);
+    if (at == std::string::npos || at < 4 || bytes[at - 4] != 0x12) return false;
+    bytes[at - 4] = 0x10;  // STB_GLOBAL, STT_NOTYPE
+    // A build ID of its own: the note's last byte changed.
+    std::string id = elf.build_id();
+    if (id.size() != 40) return false;
+    std::string raw;
+    for (size_t i = 0; i < id.size(); i += 2) raw.push_back(static_cast<char>(std::stoi(id.substr(i, 2), nullptr, 16)));
+    size_t note = bytes.find(raw);
+    if (note == std::string::npos) return false;
+    bytes[note + raw.size() - 1] ^= 0x5a;
+    raw.back() ^= 0x5a;
+    build_id.clear();
+    for (unsigned char c : raw) build_id += fmt::format("{:02x}", c);
+    bytes.append(2, '\0');  // a file id of its own (size and ends)
+    return true;
+  });
+  ASSERT_FALSE(lib_dir.empty()) << "cannot patch a copy of libruby-3.1";
+  // Its debug file: the copy's debug sections (none: Debian stripped it)
+  // and a .symtab naming rb_vm_exec a function again.
+  const std::string debug_path = "/usr/lib/debug/.build-id/" + build_id.substr(0, 2) + "/" + build_id.substr(2) + ".debug";
+  ASSERT_FALSE(fs::exists(debug_path)) << debug_path << " exists already";
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+      fs::remove(fs::path(path).parent_path(), ignored);  // only when empty
+    }
+  } remove_debug_file{debug_path};
+  fs::create_directories(fs::path(debug_path).parent_path());
+  const std::string copy = lib_dir + "/libruby-3.1.so.3.1";
+  for (const auto& command : std::vector<std::vector<std::string>>{
+           {"objcopy", "--only-keep-debug", copy, debug_path},
+           {"objcopy", "--add-symbol", fmt::format("rb_vm_exec=.text:{:#x},function,global", exec_offset_in_text),
+            debug_path}}) {
+    CommandResult made = run_command(command);
+    ASSERT_EQ(made.exit_code, 0) << command[0] << " " << command[1] << ": " << made.err;
+  }
+  {
+    // --add-symbol makes a symbol of size 0; a -dbgsym's has the function's.
+    std::ifstream in(debug_path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    std::string value_and_no_size(16, '\0');
+    std::memcpy(value_and_no_size.data(), &exec_value, 8);
+    size_t at = bytes.find(value_and_no_size);
+    ASSERT_TRUE(at != std::string::npos && at >= 4 && bytes[at - 4] == 0x12) << "rb_vm_exec not in " << debug_path;
+    std::memcpy(bytes.data() + at + 8, &exec_size, 8);
+    std::ofstream(debug_path, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  BackgroundProcess recursion({"env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems", script("ruby_recursion.rb"),
+                               "10", kWorkloadSeconds});
+  RecordedProfile recorded = record_pids({recursion.pid()}, "4");
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  EXPECT_EQ(recorded.output.find("ruby: pid " + std::to_string(recursion.pid()) + " "), std::string::npos)
+      << "the plugin refused the process:\n" << recorded.output;
+  expect_mostly_whole(judge_recursion(samples_of_pid(recorded.samples, recursion.pid()), 10), 20, 90,
+                      "Recursion#bottom, 11 Recursion#down, <main>, _start", recorded.output);
 }
 
 // Kernels before 5.17 (no bpf_loop) run ruby_unwind: 16 control frames per

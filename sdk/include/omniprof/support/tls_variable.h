@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "omniprof/support/elf_file.h"
@@ -66,8 +67,10 @@ using ReadProcessMemory = std::function<bool(uint64_t address, void* buffer, std
 // the first, right below the thread pointer), not a library it loaded. An
 // error naming the file and the variable when it is not a TLS symbol of the
 // file, or the file says nothing the three ways above can use (e.g. TLS
-// descriptors only).
-Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view name, bool main_executable);
+// descriptors only). `value`: the variable's st_value when the file's own
+// symbols lack it (a stripped library: from its separate debug file).
+Result<TlsVariableAccess> find_tls_variable(const ElfFile& elf, std::string_view name, bool main_executable,
+                                            std::optional<uint64_t> value = std::nullopt);
 
 // Finishes `access` for one process that maps the file at `load_bias`,
 // reading the slot the loader filled through `read`. An error naming the
