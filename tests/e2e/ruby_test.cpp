@@ -364,6 +364,35 @@ TEST(RubyEmbeddedTest, ProgramEmbeddingLibrubyHasItsRubyFramesAboveTheCFramesTha
   expect_mostly_whole(judged, 50, 95, "Embedded#spin <- Embedded#run above run_embedded_ruby <- main", recorded.output);
 }
 
+
+// Debian's ruby 3.1 executable, which the limit tests run on patched copies
+// of its libruby. Empty if it is there; else the reason, after failing the
+// test under CI=true.
+const char* const kDebianRuby = "/usr/bin/ruby3.1";
+std::string missing_debian_ruby() {
+  if (access(kDebianRuby, X_OK) == 0) return "";
+  if (in_ci()) ADD_FAILURE() << kDebianRuby << " missing in CI";
+  return std::string(kDebianRuby) + " not installed";
+}
+
+// Turns `name`'s .dynsym entry in `bytes` (the file `elf` views) from
+// STT_FUNC into STT_NOTYPE: the loader still binds the library's own calls
+// to it, but it is no function symbol any more, as when a build leaves it
+// unnamed. Fills `symbol` with what it was; false if it is not found.
+bool unname_function(std::string& bytes, const ElfFile& elf, const char* name, ElfSymbol& symbol) {
+  auto found = elf.find_symbol(name);
+  if (!found || !*found) return false;
+  symbol = **found;
+  // Elf64_Sym: st_name(4) st_info(1) st_other(1) st_shndx(2) st_value(8) st_size(8).
+  std::string value_and_size(16, '\0');
+  std::memcpy(value_and_size.data(), &symbol.value, 8);
+  std::memcpy(value_and_size.data() + 8, &symbol.size, 8);
+  size_t at = bytes.find(value_and_size);
+  if (at == std::string::npos || at < 4 || bytes[at - 4] != 0x12) return false;  // STB_GLOBAL, STT_FUNC
+  bytes[at - 4] = 0x10;                                                             // STB_GLOBAL, STT_NOTYPE
+  return true;
+}
+
 // A copy of Debian's libruby-3.1, patched by `patch` (which gets the bytes
 // and the library's ELF view; false: it could not), under the name the ruby
 // executable asks for: LD_LIBRARY_PATH=dir runs ruby3.1 on it.
@@ -393,11 +422,8 @@ size_t file_offset_of(const ElfFile& elf, uint64_t vaddr) {
 TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFramesStillComeOut) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  const std::string ruby = "/usr/bin/ruby3.1";
-  if (access(ruby.c_str(), X_OK) != 0) {
-    if (in_ci()) FAIL() << ruby << " missing in CI";
-    GTEST_SKIP() << ruby << " not installed";
-  }
+  const std::string ruby = kDebianRuby;
+  if (std::string missing = missing_debian_ruby(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string dir = temp_dir("ruby-limits");
   // ruby_version "3.1.2" -> "9.9.9".
   const std::string unknown = patched_libruby(dir + "/unknown", [](std::string& bytes, const ElfFile& elf) {
@@ -408,19 +434,10 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
     bytes.replace(at, 5, "9.9.9");
     return true;
   });
-  // rb_vm_exec's .dynsym entry turned from STT_FUNC into STT_NOTYPE: the
-  // loader still binds libruby's own calls to it, but it is no function
-  // symbol any more, as when a build leaves the VM loop unnamed.
+  // rb_vm_exec unnamed: the VM loop cannot be found.
   const std::string stripped = patched_libruby(dir + "/stripped", [](std::string& bytes, const ElfFile& elf) {
-    auto exec = elf.find_symbol("rb_vm_exec");
-    if (!exec || !*exec) return false;
-    // Elf64_Sym: st_name(4) st_info(1) st_other(1) st_shndx(2) st_value(8) st_size(8).
-    std::string value_and_size(16, '\0');
-    std::memcpy(value_and_size.data(), &(*exec)->value, 8);
-    std::memcpy(value_and_size.data() + 8, &(*exec)->size, 8);
-    size_t at = bytes.find(value_and_size);
-    if (at == std::string::npos || at < 4 || bytes[at - 4] != 0x12) return false;  // STB_GLOBAL, STT_FUNC
-    bytes[at - 4] = 0x10;                                                             // STB_GLOBAL, STT_NOTYPE
+    ElfSymbol exec;
+    if (!unname_function(bytes, elf, "rb_vm_exec", exec)) return false;
     // A file id hashes a file's size and its ends (host/executables): both
     // copies are patched in the middle, so this one is made a byte longer
     // to be a file of its own.
@@ -473,27 +490,18 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
 TEST(RubyPluginLimitsTest, StrippedRubyWithItsDebugFileIsWalked) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  const std::string ruby = "/usr/bin/ruby3.1";
-  if (access(ruby.c_str(), X_OK) != 0) {
-    if (in_ci()) FAIL() << ruby << " missing in CI";
-    GTEST_SKIP() << ruby << " not installed";
-  }
+  const std::string ruby = kDebianRuby;
+  if (std::string missing = missing_debian_ruby(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string dir = temp_dir("ruby-debug-file");
   std::string build_id;
   uint64_t exec_offset_in_text = 0, exec_value = 0, exec_size = 0;
   const std::string lib_dir = patched_libruby(dir + "/lib", [&](std::string& bytes, const ElfFile& elf) {
-    auto exec = elf.find_symbol("rb_vm_exec");
+    ElfSymbol exec;
     uint64_t text = 0;
-    if (!exec || !*exec || !elf.section_bytes(".text", &text)) return false;
-    exec_offset_in_text = (*exec)->value - text;
-    exec_value = (*exec)->value;
-    exec_size = (*exec)->size;
-    std::string value_and_size(16, '\0');
-    std::memcpy(value_and_size.data(), &(*exec)->value, 8);
-    std::memcpy(value_and_size.data() + 8, &(*exec)->size, 8);
-    size_t at = bytes.find(value_and_size);
-    if (at == std::string::npos || at < 4 || bytes[at - 4] != 0x12) return false;
-    bytes[at - 4] = 0x10;  // STB_GLOBAL, STT_NOTYPE
+    if (!unname_function(bytes, elf, "rb_vm_exec", exec) || !elf.section_bytes(".text", &text)) return false;
+    exec_offset_in_text = exec.value - text;
+    exec_value = exec.value;
+    exec_size = exec.size;
     // A build ID of its own: the note's last byte changed.
     std::string id = elf.build_id();
     if (id.size() != 40) return false;
@@ -560,11 +568,8 @@ TEST(RubyPluginLimitsTest, StrippedRubyWithItsDebugFileIsWalked) {
 TEST(RubyPluginLimitsTest, WithoutBpfLoopA30DeepRubyStackIsWhole) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  const std::string ruby = "/usr/bin/ruby3.1";
-  if (access(ruby.c_str(), X_OK) != 0) {
-    if (in_ci()) FAIL() << ruby << " missing in CI";
-    GTEST_SKIP() << ruby << " not installed";
-  }
+  const std::string ruby = kDebianRuby;
+  if (std::string missing = missing_debian_ruby(); !missing.empty()) GTEST_SKIP() << missing;
   constexpr int kDepth = 30;
   BackgroundProcess recursion({ruby, script("ruby_recursion.rb"), std::to_string(kDepth), kWorkloadSeconds});
   RecordedProfile recorded = record_pids({recursion.pid()}, "4", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop");

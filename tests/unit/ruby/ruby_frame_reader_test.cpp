@@ -16,11 +16,7 @@ namespace omniprof::ruby {
 namespace {
 
 // What a workload printed about its stack.
-struct ExpectedFrame {
-  std::string label;  // spin.rb: CRuby 3.1's label ("block in bar", "times"); sleep.rb: the name itself
-  std::string path;
-  int line = 0;
-};
+using ExpectedFrame = test::PrintedFrame;
 
 // How the reader names them: as CRuby 3.4's backtraces do.
 const std::map<std::string, std::string>& kQualified = test::kSpinRbNames;
@@ -37,12 +33,7 @@ class LiveRuby : public ::testing::Test {
     auto started = test::RubyProcess::start(std::string(OMNIPROF_RUBY_TEST_DIR) + "/" + script, error);
     ASSERT_TRUE(started) << error;
     process_.emplace(std::move(*started));
-    for (const std::string& line : process_->lines()) {
-      if (!line.starts_with("frame ")) continue;
-      std::vector<std::string> parts = test::split(line.substr(6), '|');
-      ASSERT_EQ(parts.size(), 3u) << line;
-      expected_.push_back({parts[0], parts[1], std::stoi(parts[2])});
-    }
+    expected_ = test::printed_frames(process_->lines());
     ASSERT_EQ(expected_.size(), frames);
     auto elf = ElfFile::open(test::kLibruby);
     ASSERT_TRUE(elf) << elf.error().message;

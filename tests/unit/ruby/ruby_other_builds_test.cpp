@@ -134,12 +134,7 @@ class TrixieRuby : public ::testing::Test {
     auto started = test::RubyProcess::start(ruby->command(std::string(OMNIPROF_RUBY_TEST_DIR) + "/" + script), error);
     ASSERT_TRUE(started) << error;
     process_.emplace(std::move(*started));
-    for (const std::string& line : process_->lines()) {
-      if (!line.starts_with("frame ")) continue;
-      std::vector<std::string> parts = test::split(line.substr(6), '|');
-      ASSERT_EQ(parts.size(), 3u) << line;
-      expected_.push_back({parts[0], parts[1], std::stoi(parts[2])});
-    }
+    expected_ = test::printed_frames(process_->lines());
     auto elf = ElfFile::open(ruby->libruby);
     ASSERT_TRUE(elf) << elf.error().message;
     libruby_.emplace(std::move(*elf));
@@ -197,13 +192,8 @@ class TrixieRuby : public ::testing::Test {
 
   uint32_t pid() const { return static_cast<uint32_t>(process_->pid()); }
 
-  struct Expected {
-    std::string label;
-    std::string path;
-    int line = 0;
-  };
   std::optional<test::RubyProcess> process_;
-  std::vector<Expected> expected_;
+  std::vector<test::PrintedFrame> expected_;
   std::optional<ElfFile> libruby_;
   const RubyVersionOffsets* offsets_ = nullptr;
   uint64_t bias_ = 0;

@@ -185,6 +185,20 @@ Result<std::vector<RubyFrameRecord>> walk_ec(const ReadMemory& read, uint64_t ec
   return frames;
 }
 
+std::vector<PrintedFrame> printed_frames(const std::vector<std::string>& lines) {
+  std::vector<PrintedFrame> frames;
+  for (const std::string& line : lines) {
+    if (!line.starts_with("frame ")) continue;
+    std::vector<std::string> parts = split(line.substr(6), '|');
+    if (parts.size() != 3) {
+      ADD_FAILURE() << "not LABEL|PATH|LINE: " << line;
+      continue;
+    }
+    frames.push_back({parts[0], parts[1], std::stoi(parts[2])});
+  }
+  return frames;
+}
+
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::string part;

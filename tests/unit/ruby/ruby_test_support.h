@@ -79,6 +79,16 @@ Result<std::vector<RubyFrameRecord>> walk_ec(const ReadMemory& read, uint64_t ec
 
 std::vector<std::string> split(const std::string& text, char separator);
 
+// A frame a workload printed about its own stack: "frame LABEL|PATH|LINE".
+struct PrintedFrame {
+  std::string label;  // spin.rb: CRuby's label up to 3.3 ("block in bar", "times"); sleep.rb: the name itself
+  std::string path;
+  int line = 0;
+};
+// The "frame " lines of a workload's output, in order; a malformed one
+// fails the test.
+std::vector<PrintedFrame> printed_frames(const std::vector<std::string>& lines);
+
 // spin.rb's frames: the label caller_locations prints up to 3.3 -> the name
 // the reader gives (as CRuby 3.4's backtraces name them).
 inline const std::map<std::string, std::string> kSpinRbNames = {
