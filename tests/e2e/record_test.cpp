@@ -89,8 +89,11 @@ TEST(RecordTest, PidFilterKeepsOnlyThatProcess) {
     EXPECT_EQ(t.labels.at("pid"), std::to_string(chain.pid()));
     total += t.count;
   }
-  // 4 s at 99 Hz, sharing two CPUs with the other workload and the agent.
-  EXPECT_GT(total, 100);
+  // Enough samples for the filter to have had something to drop: 4 s at
+  // 99 Hz is ~400 on a CPU of its own, but the two CPUs are shared with the
+  // other workload, the agent and (in CI) the rest of the suite; 86 were
+  // seen on a loaded machine, so ask for a tenth of a CPU.
+  EXPECT_GT(total, 40);
 }
 
 TEST(RecordTest, NotRootGivesOneLineAndNonZeroExit) {
