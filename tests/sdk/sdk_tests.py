@@ -175,6 +175,18 @@ def test_plugin(build, source):
                     if tree + "/" in text:
                         fail(f"{os.path.join(root, name)} names {tree}: the build saw more than the prefix")
 
+    # The versions the package announces are its headers'.
+    config = open(os.path.join(found.group(1), "omniprof-sdkConfig.cmake")).read()
+    header = open(os.path.join(prefix, "include", "omniprof", "plugin.h")).read()
+    abi = open(os.path.join(prefix, "include", "omniprof", "bpf", "abi.h")).read()
+    define = lambda text, name: re.search(rf"^#define {name} (\d+)$", text, re.M).group(1)
+    expected = {"OMNIPROF_SDK_PLUGIN_ABI_VERSION": define(header, "OMNIPROF_PLUGIN_ABI_MAJOR") + "." +
+                define(header, "OMNIPROF_PLUGIN_ABI_MINOR"),
+                "OMNIPROF_SDK_BPF_ABI_VERSION": define(abi, "OMNIPROF_BPF_ABI_VERSION")}
+    for name, value in expected.items():
+        if not re.search(rf"^set\({name} {re.escape(value)}\)$", config, re.M):
+            fail(f"omniprof-sdkConfig.cmake does not set {name} to {value}")
+
     plugin_dir = os.path.join(binary, "lib", "omniprof", "plugins")
     plugin = os.path.join(plugin_dir, "hello.so")
     symbols = run(["nm", "-D", "--defined-only", plugin]).split("\n")
@@ -239,6 +251,11 @@ def test_pkg_config(build, source, cxx):
     flags = run(["pkg-config", "--cflags", "--libs", "omniprof-sdk"], env=env).split()
     if os.path.join(prefix, "include") not in [os.path.normpath(f[2:]) for f in flags if f.startswith("-I")]:
         fail(f"pkg-config's Cflags do not name {prefix}/include: {flags}")
+    # libbpf, for plugins' skeletons, only where a static link asks for all.
+    if "-lbpf" in flags:
+        fail(f"--libs names libbpf, which the helper library does not use: {flags}")
+    if "-lbpf" not in run(["pkg-config", "--static", "--libs", "omniprof-sdk"], env=env).split():
+        fail("--static --libs does not name libbpf (Requires.private)")
     source_file = os.path.join(work, "consumer.cpp")
     with open(source_file, "w") as f:
         f.write(CONSUMER)
