@@ -5,10 +5,27 @@
 # holds NAME.skel.h; the skeleton embeds the object (NAME_bpf__elf_bytes()).
 find_program(BPF_CLANG NAMES clang clang-16 clang-15 clang-14 REQUIRED)
 find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
-execute_process(COMMAND ${CMAKE_C_COMPILER} -print-multiarch
+#
+# Used in the source tree (cmake/, beside bpf/include) and from the installed
+# SDK (omniprof-sdkConfig.cmake sets OMNIPROF_BPF_INCLUDE_DIR to the
+# installed include directory before including this file).
+include_guard(GLOBAL)
+find_package(PkgConfig REQUIRED)
+if(NOT TARGET PkgConfig::LIBBPF)
+  pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf>=1.0)
+endif()
+# A plugin project may enable only CXX: ask whichever compiler it has.
+if(CMAKE_C_COMPILER)
+  set(omniprof_multiarch_compiler ${CMAKE_C_COMPILER})
+else()
+  set(omniprof_multiarch_compiler ${CMAKE_CXX_COMPILER})
+endif()
+execute_process(COMMAND ${omniprof_multiarch_compiler} -print-multiarch
                 OUTPUT_VARIABLE OMNIPROF_MULTIARCH OUTPUT_STRIP_TRAILING_WHITESPACE)
 
-set(OMNIPROF_BPF_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../bpf/include)
+if(NOT OMNIPROF_BPF_INCLUDE_DIR)
+  set(OMNIPROF_BPF_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../bpf/include)
+endif()
 
 function(bpf_object name source)
   cmake_parse_arguments(ARG "" "" "INCLUDES;DEPENDS" ${ARGN})

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "config/config_sources.h"
 #include "log/logger.h"
+#include "plugins/plugin_abi.h"
 #include "plugins/plugin_host.h"
 #include "profile/round_output.h"
 #include "symbolize/elf_symbolizer.h"
@@ -207,6 +208,7 @@ int cmd_plugins(const std::string& config_path) {
   ElfSymbolizer symbolizer;
   PluginHost host(maps.get(), &symbolizer);
   host.load_all(options);
+  std::cout << host_accepted_abi_text() << "\n";
   std::cout << fmt::format("plugin directories: {}\n", fmt::join(options.directories, ", "));
   if (!maps) {
     std::cout << fmt::format("BPF objects not loaded ({}): showing ABI checks only\n",
@@ -216,6 +218,9 @@ int cmd_plugins(const std::string& config_path) {
   for (const auto& p : host.plugins()) {
     std::string what = p->name.empty() ? fs::path(p->path).filename().string()
                                        : fmt::format("{} {} (runtime {})", p->name, p->version, p->runtime);
+    // A refused plugin's versions, when its entry could be read: what to
+    // rebuild it against.
+    if (p->state == PluginState::kRefused && !p->abi_versions.empty()) what += " (" + p->abi_versions + ")";
     std::cout << fmt::format("{:<9} {}  {}", plugin_state_name(p->state), what, p->path);
     if (p->state == PluginState::kLoaded) std::cout << fmt::format("  slot {}", p->slot);
     if (!p->reason.empty()) std::cout << fmt::format("\n          reason: {}", p->reason);

@@ -20,6 +20,7 @@
 #include "omniprof/bpf/abi.h"
 #include "omniprof/support/process_memory.h"
 #include "plugins/plugin_admission.h"
+#include "plugins/plugin_abi.h"
 #include "symbolize/elf_symbolizer.h"
 
 #include <bpf/bpf.h>
@@ -295,25 +296,10 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
 Result<void> PluginHost::check_entry(Plugin& p) const {
   const omniprof_plugin* e = p.entry;
   if (!e) return make_error("the entry function returned null");
-  if (e->abi_major != OMNIPROF_PLUGIN_ABI_MAJOR) {
-    return make_error(fmt::format("built for plugin ABI {}.{}, this host speaks {}.{} (major must match)",
-                                  e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
-                                  OMNIPROF_PLUGIN_ABI_MINOR));
-  }
-  if (e->abi_minor > OMNIPROF_PLUGIN_ABI_MINOR) {
-    return make_error(fmt::format("built for plugin ABI {}.{}, newer than this host's {}.{}",
-                                  e->abi_major, e->abi_minor, OMNIPROF_PLUGIN_ABI_MAJOR,
-                                  OMNIPROF_PLUGIN_ABI_MINOR));
-  }
-  size_t needed = sizeof(omniprof_plugin);  // 2.0: every field so far
-  if (e->struct_size < needed) {
-    return make_error(fmt::format("entry struct is {} bytes, ABI {}.{} needs {}", e->struct_size,
-                                  e->abi_major, e->abi_minor, needed));
-  }
-  if (e->bpf_abi_version != OMNIPROF_BPF_ABI_VERSION) {
-    return make_error(fmt::format("BPF object built against shared-map ABI {}, host has {}",
-                                  e->bpf_abi_version, OMNIPROF_BPF_ABI_VERSION));
-  }
+  // Versions first: the fields below are only known to mean what this host
+  // thinks once the ABI is its own (plugin_abi.h, VERSIONING.md).
+  p.abi_versions = plugin_abi_text(*e);
+  if (auto r = check_plugin_abi(*e); !r) return r;
   if (!e->name || !*e->name || !e->runtime || !*e->runtime || !e->version) {
     return make_error("entry lacks a name, runtime or version");
   }

@@ -36,6 +36,7 @@ struct Plugin {
   std::string version;
   PluginState state = PluginState::kRefused;
   std::string reason;  // why refused or disabled
+  std::string abi_versions;  // "plugin ABI 2.0, BPF ABI 5" once its entry was read
   uint32_t slot = 0;
   const omniprof_plugin* entry = nullptr;
   // The entry as this host's ABI sees it: hooks a plugin of an older minor

@@ -12,6 +12,7 @@
 #include "e2e_support.h"
 #include "profile/pprof_reader.h"
 #include "omniprof/bpf/abi.h"
+#include "omniprof/plugin.h"
 
 namespace omniprof::e2e {
 namespace {
@@ -334,6 +335,25 @@ TEST(PluginsTest, DetectProcessSeesTheNamesTheProcessMapsItsFilesBy) {
   EXPECT_NE(log.find(prefix + workload("chain_nofp_shared") + " read as /proc/"), std::string::npos) << log;
   EXPECT_NE(log.find("libchainlink.so read as /proc/"), std::string::npos) << log;
   EXPECT_EQ(log.find(prefix + "/proc/"), std::string::npos) << "a name that is only a way to read the file: " << log;
+}
+
+// No BPF needed: the versions are checked before anything is loaded.
+TEST(PluginsTest, ListingSaysWhichVersionsTheHostAcceptsAndARefusedPluginsOwn) {
+  std::string config = fixture_plugins_config(temp_dir("plugins-versions"));
+  auto result = run_command({OMNIPROF_BINARY, "plugins", "--config", config});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string accepted = "host accepts plugin ABI " + std::to_string(OMNIPROF_PLUGIN_ABI_MAJOR) + "." +
+                               std::to_string(OMNIPROF_PLUGIN_ABI_MINOR) + " and older " +
+                               std::to_string(OMNIPROF_PLUGIN_ABI_MAJOR) + ".x, BPF ABI " +
+                               std::to_string(OMNIPROF_BPF_ABI_VERSION) + "\n";
+  EXPECT_EQ(result.out.substr(0, accepted.size()), accepted) << result.out;
+  // wrong_abi_plugin claims major 99 (tests/fixtures/plugins).
+  const std::string refused = "refused   wrong_abi_plugin.so (plugin ABI 99." +
+                              std::to_string(OMNIPROF_PLUGIN_ABI_MINOR) + ", BPF ABI " +
+                              std::to_string(OMNIPROF_BPF_ABI_VERSION) + ")  ";
+  EXPECT_NE(result.out.find(refused), std::string::npos) << result.out;
+  // A plugin refused before its entry was read has no versions to show.
+  EXPECT_NE(result.out.find("refused   not_elf_plugin.so  "), std::string::npos) << result.out;
 }
 
 TEST(PluginsTest, RuntimeDisabledInConfigIsListedAsDisabled) {

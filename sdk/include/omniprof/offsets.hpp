@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -108,10 +109,18 @@ struct RuntimeVersion {
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   }
 
-  friend bool operator==(const RuntimeVersion&, const RuntimeVersion&) = default;
-  friend auto operator<=>(const RuntimeVersion&, const RuntimeVersion&) = default;
+  // Spelled out rather than `= default` / `<=>`: the SDK's headers compile
+  // as C++17 (tests/sdk/check_headers.sh).
+  friend bool operator==(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() == b.key(); }
+  friend bool operator!=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() != b.key(); }
+  friend bool operator<(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() < b.key(); }
+  friend bool operator>(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() > b.key(); }
+  friend bool operator<=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() <= b.key(); }
+  friend bool operator>=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() >= b.key(); }
 
  private:
+  std::tuple<int, int, int> key() const { return {major, minor, patch}; }
+
   // A run of decimal digits at `cursor` that fits in an int; advances past it.
   static bool parse_component(const char*& cursor, const char* end, int& value) {
     if (cursor == end || *cursor < '0' || *cursor > '9') return false;

@@ -5,10 +5,12 @@
  * `struct omniprof_plugin`. The boundary is plain C so that a plugin built by
  * another compiler, or another C++ standard library, still loads.
  *
- * Versioning: the host refuses a plugin whose abi_major differs from its own
- * and accepts one whose abi_minor is older (fields added in later minors sit
- * at the end of the structs and are guarded by struct_size). A plugin whose
- * BPF object was built against another OMNIPROF_BPF_ABI_VERSION is refused.
+ * Versioning (the policy: VERSIONING.md beside this header): the host
+ * refuses a plugin whose abi_major differs from its own or whose abi_minor
+ * is newer, and accepts one whose abi_minor is older (fields added in later
+ * minors sit at the end of the structs and are guarded by struct_size). A
+ * plugin whose BPF object was built against another OMNIPROF_BPF_ABI_VERSION
+ * is refused. `omniprof plugins` prints the versions the host accepts.
  * 2.0 (from 1.2): frames are struct omniprof_frame (BPF ABI 5), so
  * symbolize_frame takes one; mappings carry their load bias and file id;
  * detect_process returns the interpreter's code ranges; programs may need a
