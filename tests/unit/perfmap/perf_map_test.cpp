@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "perf_map.h"
 
@@ -20,20 +22,21 @@ std::string name_at(const PerfMapSymbols& symbols, uint64_t address) {
   return name ? *name : "<none>";
 }
 
+void expect_line(const std::string& text, uint64_t start, uint64_t size, const std::string& name) {
+  auto line = parse_perf_map_line(text);
+  ASSERT_TRUE(line) << text << ": " << line.error().message;
+  EXPECT_EQ(line->start, start) << text;
+  EXPECT_EQ(line->size, size) << text;
+  EXPECT_EQ(line->name, name) << text;
+}
+
 TEST(PerfMapLineTest, ParsesStartSizeAndTheRestAsName) {
-  auto line = parse_perf_map_line("7fcc5efc6040 2c4 JS:*perfmapHotLoop /tmp/hot.js:1:24");
-  ASSERT_TRUE(line) << line.error().message;
-  EXPECT_EQ(line->start, 0x7fcc5efc6040u);
-  EXPECT_EQ(line->size, 0x2c4u);
-  EXPECT_EQ(line->name, "JS:*perfmapHotLoop /tmp/hot.js:1:24");
+  expect_line("7fcc5efc6040 2c4 JS:*perfmapHotLoop /tmp/hot.js:1:24", 0x7fcc5efc6040, 0x2c4,
+              "JS:*perfmapHotLoop /tmp/hot.js:1:24");
 }
 
 TEST(PerfMapLineTest, AcceptsA0xPrefixUpperCaseAndACarriageReturn) {
-  auto line = parse_perf_map_line("0x7F0010 0x10 Interpreted Lua::f\r");
-  ASSERT_TRUE(line) << line.error().message;
-  EXPECT_EQ(line->start, 0x7f0010u);
-  EXPECT_EQ(line->size, 0x10u);
-  EXPECT_EQ(line->name, "Interpreted Lua::f");
+  expect_line("0x7F0010 0x10 Interpreted Lua::f\r", 0x7f0010, 0x10, "Interpreted Lua::f");
 }
 
 TEST(PerfMapLineTest, RefusesWhatIsNotStartSizeName) {
@@ -63,29 +66,26 @@ TEST(PerfMapSymbolsTest, LooksUpByAddressWithinEachEntry) {
   EXPECT_EQ(symbols.entries(), 2u);
 }
 
+// The name at each address, as `expected` says ("<none>": no entry).
+void expect_names(const PerfMapSymbols& symbols, const std::vector<std::pair<uint64_t, std::string>>& expected) {
+  for (const auto& [address, name] : expected) EXPECT_EQ(name_at(symbols, address), name) << std::hex << address;
+}
+
 TEST(PerfMapSymbolsTest, ALaterEntryWinsWhereItOverlapsEarlierOnes) {
   PerfMapSymbols symbols;
   symbols.add(0x1000, 0x100, "old");  // [0x1000, 0x1100)
   symbols.add(0x1040, 0x40, "mid");   // inside it: splits it
-  EXPECT_EQ(name_at(symbols, 0x103f), "old");
-  EXPECT_EQ(name_at(symbols, 0x1040), "mid");
-  EXPECT_EQ(name_at(symbols, 0x107f), "mid");
-  EXPECT_EQ(name_at(symbols, 0x1080), "old");
+  expect_names(symbols, {{0x103f, "old"}, {0x1040, "mid"}, {0x107f, "mid"}, {0x1080, "old"}});
   // Covers the tail of "old" and "mid" whole, and reaches past them.
   symbols.add(0x1020, 0x200, "new");
-  EXPECT_EQ(name_at(symbols, 0x101f), "old");
-  EXPECT_EQ(name_at(symbols, 0x1020), "new");
-  EXPECT_EQ(name_at(symbols, 0x1050), "new");
-  EXPECT_EQ(name_at(symbols, 0x10f0), "new");
-  EXPECT_EQ(name_at(symbols, 0x121f), "new");
-  EXPECT_EQ(name_at(symbols, 0x1220), "<none>");
+  expect_names(symbols, {{0x101f, "old"}, {0x1020, "new"}, {0x1050, "new"}, {0x10f0, "new"}, {0x121f, "new"},
+                         {0x1220, "<none>"}});
   // The same code range compiled again (tier-up): the new name everywhere.
   symbols.add(0x1000, 0x220, "again");
-  EXPECT_EQ(name_at(symbols, 0x1000), "again");
-  EXPECT_EQ(name_at(symbols, 0x121f), "again");
+  expect_names(symbols, {{0x1000, "again"}, {0x121f, "again"}});
   // An empty entry names nothing and cuts nothing.
   symbols.add(0x1010, 0, "empty");
-  EXPECT_EQ(name_at(symbols, 0x1010), "again");
+  expect_names(symbols, {{0x1010, "again"}});
 }
 
 // A perf map file in a directory of its own, removed at the end.
