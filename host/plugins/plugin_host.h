@@ -138,4 +138,10 @@ class PluginHost {
   std::shared_ptr<void> api_context_;
 };
 
+// The loaded plugins in the order a process is offered to their
+// detect_process: by slot (rbperf 2, pyperf 3, then third parties), so
+// that the first to claim a process both could (a Python writing a perf
+// map) is the in-tree interpreter plugin (plugin.h at detect_process).
+std::vector<Plugin*> plugins_in_claim_order(const std::vector<std::unique_ptr<Plugin>>& plugins);
+
 }  // namespace omniprof

@@ -238,16 +238,7 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
                              mappings.size(), names.data()};
-    // In slot order (plugin.h at detect_process): rbperf, pyperf, then third
-    // parties, so that a process both could claim (a Python that writes a
-    // perf map) goes to the in-tree interpreter plugin.
-    std::vector<Plugin*> candidates;
-    for (const auto& plugin : plugins_->plugins()) {
-      if (plugin->state == PluginState::kLoaded) candidates.push_back(plugin.get());
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Plugin* a, const Plugin* b) { return a->slot < b->slot; });
-    for (Plugin* plugin : candidates) {
+    for (Plugin* plugin : plugins_in_claim_order(plugins_->plugins())) {
       omniprof_process_attach attach{};
       std::string error;
       omniprof_status status = PluginHost::detect_process(*plugin, process, attach, error);
