@@ -103,8 +103,12 @@ class PerfmapNodeTest : public ::testing::Test {
       GTEST_SKIP() << kNode << " not installed";
     }
     if (!fs::exists(perfmap_plugin_dir() + "/perfmap.so")) FAIL() << "perfmap.so not built in " << perfmap_plugin_dir();
+    // V8 also writes its own log (isolate-*-v8.log) with --perf-basic-prof:
+    // into a directory of the test's, not the working directory.
+    log_dir_ = temp_dir("perfmap-v8log");
     node_ = std::make_unique<BackgroundProcess>(
-        std::vector<std::string>{kNode, "--perf-basic-prof", script("perfmap_hot.js"), kWorkloadSeconds});
+        std::vector<std::string>{kNode, "--perf-basic-prof", "--logfile=" + log_dir_ + "/v8.log",
+                                 "--no-logfile-per-isolate", script("perfmap_hot.js"), kWorkloadSeconds});
     map_ = "/tmp/perf-" + std::to_string(node_->pid()) + ".map";
     ASSERT_TRUE(wait_for_optimized(node_->pid(), std::chrono::seconds(90)))
         << map_ << " never named *" << kHotFunction << ":\n" << slurp(map_).substr(0, 2000);
@@ -112,12 +116,15 @@ class PerfmapNodeTest : public ::testing::Test {
   void TearDown() override {
     node_.reset();
     if (!map_.empty()) fs::remove(map_);
+    if (!log_dir_.empty()) fs::remove_all(log_dir_);
   }
 
   RecordedProfile record(const std::string& config_yaml, const std::string& environment = "") {
     const std::string dir = config_dir("perfmap-config", config_yaml);
-    return record_pids({node_->pid()}, kRecordSeconds,
-                       environment + (environment.empty() ? "" : " ") + "OMNIPROF_CONFIG_DIR=" + dir);
+    RecordedProfile recorded = record_pids({node_->pid()}, kRecordSeconds,
+                                           environment + (environment.empty() ? "" : " ") + "OMNIPROF_CONFIG_DIR=" + dir);
+    fs::remove_all(dir);
+    return recorded;
   }
 
   // The node samples that name the hot function, of all node samples: it
@@ -137,7 +144,7 @@ class PerfmapNodeTest : public ::testing::Test {
   }
 
   std::unique_ptr<BackgroundProcess> node_;
-  std::string map_;
+  std::string map_, log_dir_;
 };
 
 TEST_F(PerfmapNodeTest, HotJavaScriptFunctionIsNamedFromThePerfMapInPlaceOfItsNativeFrameAboveNodesFrames) {
