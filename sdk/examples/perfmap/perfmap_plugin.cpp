@@ -10,6 +10,14 @@
 // tick reads what the JIT appended meanwhile, so that code of a process
 // that exits before the round ends is still named.
 //
+// Limits: the host offers a process to detect_process when it first sees
+// it, at exec and when its file mappings change. A process seen before it
+// wrote its perf map (sampled in the first milliseconds of node's start)
+// is claimed only at the next of those; the JIT code ranges are those of
+// that moment (a JIT's code reservation is covered whole, so V8 and the JVM
+// growing inside theirs are covered; a new anonymous mapping made
+// executable later is not, until the host re-reads the process).
+//
 // Threading: the host holds this instance's lock for every hook call
 // (plugin.h), so nothing here takes a lock of its own.
 #include <bpf/bpf.h>
