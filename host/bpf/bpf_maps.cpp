@@ -188,6 +188,14 @@ std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof
     }
   }
   if (spliced.empty()) return native;
+  // Native frames a spliced frame replaces (OMNIPROF_FRAME_REPLACES_MARK:
+  // JIT code named by its plugin): `after` counts up to and including it.
+  std::vector<bool> replaced(native.size(), false);
+  for (const omniprof_frame* frame : spliced) {
+    if ((frame->flags & OMNIPROF_FRAME_REPLACES_MARK) && frame->after >= 1 && frame->after <= native.size()) {
+      replaced[frame->after - 1] = true;
+    }
+  }
   out.reserve(stored.size());
   size_t next = 0;  // next spliced frame; they come in stack order
   auto emit_spliced_after = [&](size_t natives_before) {
@@ -200,7 +208,7 @@ std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof
   };
   emit_spliced_after(0);
   for (size_t i = 0; i < native.size(); ++i) {
-    out.push_back(native[i]);
+    if (!replaced[i]) out.push_back(native[i]);
     emit_spliced_after(i + 1);
   }
   emit_spliced_after(SIZE_MAX);  // marks past the native frames (a corrupt `after`)

@@ -46,7 +46,9 @@ struct StackFrames {
 };
 
 // Puts each spliced frame right after the first `after` unspliced frames,
-// keeping the order of both (see omniprof_unwind_state in abi.h).
+// keeping the order of both (see omniprof_unwind_state in abi.h); a spliced
+// frame flagged OMNIPROF_FRAME_REPLACES_MARK takes the place of the
+// `after`-th unspliced frame, which is left out.
 std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored);
 
 class BpfMaps {

@@ -14,6 +14,7 @@ namespace {
 // next; add a line when OMNIPROF_PLUGIN_ABI_MINOR grows.
 constexpr size_t kPluginStructSizeByMinor[] = {
     sizeof(omniprof_plugin),  // 2.0: through num_label_values
+    sizeof(omniprof_plugin),  // 2.1: no field added (OMNIPROF_FRAME_REPLACES_MARK honoured, claims in slot order)
 };
 static_assert(std::size(kPluginStructSizeByMinor) == OMNIPROF_PLUGIN_ABI_MINOR + 1,
               "a plugin ABI minor without its struct size (kPluginStructSizeByMinor)");

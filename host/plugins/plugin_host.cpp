@@ -521,4 +521,13 @@ std::vector<std::pair<uint32_t, std::string>> PluginHost::stat_names() const {
   return names;
 }
 
+std::vector<Plugin*> plugins_in_claim_order(const std::vector<std::unique_ptr<Plugin>>& plugins) {
+  std::vector<Plugin*> loaded;
+  for (const auto& plugin : plugins) {
+    if (plugin->state == PluginState::kLoaded) loaded.push_back(plugin.get());
+  }
+  std::stable_sort(loaded.begin(), loaded.end(), [](const Plugin* a, const Plugin* b) { return a->slot < b->slot; });
+  return loaded;
+}
+
 }  // namespace omniprof

@@ -36,7 +36,7 @@ struct Plugin {
   std::string version;
   PluginState state = PluginState::kRefused;
   std::string reason;  // why refused or disabled
-  std::string abi_versions;  // "plugin ABI 2.0, BPF ABI 5" once its entry was read
+  std::string abi_versions;  // "plugin ABI 2.1, BPF ABI 5" once its entry was read
   uint32_t slot = 0;
   const omniprof_plugin* entry = nullptr;
   // The entry as this host's ABI sees it: hooks a plugin of an older minor
@@ -138,5 +138,11 @@ class PluginHost {
   omniprof_host_api api_{};
   std::shared_ptr<void> api_context_;
 };
+
+// The loaded plugins in the order a process is offered to their
+// detect_process: by slot (rbperf 2, pyperf 3, then third parties), so
+// that the first to claim a process both could (a Python writing a perf
+// map) is the in-tree interpreter plugin (plugin.h at detect_process).
+std::vector<Plugin*> plugins_in_claim_order(const std::vector<std::unique_ptr<Plugin>>& plugins);
 
 }  // namespace omniprof

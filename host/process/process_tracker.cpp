@@ -238,8 +238,7 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
                              mappings.size(), names.data()};
-    for (const auto& plugin : plugins_->plugins()) {
-      if (plugin->state != PluginState::kLoaded) continue;
+    for (Plugin* plugin : plugins_in_claim_order(plugins_->plugins())) {
       omniprof_process_attach attach{};
       std::string error;
       omniprof_status status = PluginHost::detect_process(*plugin, process, attach, error);

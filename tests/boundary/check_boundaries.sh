@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The plugin boundary (docs/ARCHITECTURE.md, "The plugin boundary"):
-#   - a plugin (plugins/**, the fixture plugins) includes only sdk/ and bpf/
+#   - a plugin (plugins/**, sdk/examples/**, the fixture plugins) includes only sdk/ and bpf/
 #     headers (included as "omniprof/...") and its own files: no host/
 #     header, by whatever name (common/x.h, ../../host/common/x.h, a
 #     generated header of the host's build directory);
@@ -112,8 +112,9 @@ host_roots="$src/host:$build/host:$build/bpf:$(generated_dirs "$build/host")$(ge
 host_roots=${host_roots%:}
 # A plugin's: plugins/, each plugin's own directory (its include root) and
 # its generated headers (skeletons).
-plugin_roots="$src/plugins:$build/plugins:$(generated_dirs "$build/plugins")"
-for d in "$src"/plugins/*/ "$build"/plugins/*/; do
+# The example plugins (sdk/examples/*) are plugins like the in-tree ones.
+plugin_roots="$src/plugins:$build/plugins:$(generated_dirs "$build/plugins")$(generated_dirs "$build/sdk/examples")"
+for d in "$src"/plugins/*/ "$build"/plugins/*/ "$src"/sdk/examples/*/ "$build"/sdk/examples/*/; do
   [[ -d $d ]] && plugin_roots+="${d%/}:"
 done
 plugin_roots=${plugin_roots%:}
@@ -127,8 +128,14 @@ lines_of() {
   local line
   while IFS= read -r line; do [[ -n $line ]] && into+=("$line"); done <<<"$("$@")"
 }
-lines_of plugin_files sources_under "$src/plugins" "$src/tests/fixtures/plugins"
-lines_of sdk_files sources_under "$src/sdk" "$src/bpf/include"
+# sdk/ without its examples, which are plugins.
+sdk_sources() {
+  find "$src/sdk" -path "$src/sdk/examples" -prune -o -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' \
+    -o -name '*.h' -o -name '*.hpp' \) -print | sort
+  sources_under "$src/bpf/include"
+}
+lines_of plugin_files sources_under "$src/plugins" "$src/sdk/examples" "$src/tests/fixtures/plugins"
+lines_of sdk_files sdk_sources
 lines_of host_files sources_under "$src/host"
 if [[ ${#plugin_files[@]} -eq 0 || ${#sdk_files[@]} -eq 0 || ${#host_files[@]} -eq 0 ]]; then
   echo "no sources found under $src/plugins, $src/sdk or $src/host: wrong SOURCE_DIR?" >&2

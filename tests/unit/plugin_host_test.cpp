@@ -204,5 +204,26 @@ TEST(PluginHostTest, EarlierDirectoryShadowsSameFileName) {
   fs::remove_all(first);
 }
 
+// A process goes to the first loaded plugin to claim it, asked in slot
+// order whatever the file names' order (perfmap.so sorts before python.so).
+TEST(PluginHostTest, ProcessesAreOfferedToLoadedPluginsInSlotOrder) {
+  std::vector<std::unique_ptr<Plugin>> plugins;
+  auto add = [&](const std::string& name, uint32_t slot, PluginState state) {
+    auto plugin = std::make_unique<Plugin>();
+    plugin->name = name;
+    plugin->slot = slot;
+    plugin->state = state;
+    plugins.push_back(std::move(plugin));
+  };
+  add("native", OMNIPROF_SLOT_NATIVE, PluginState::kLoaded);
+  add("perfmap", OMNIPROF_SLOT_THIRD_PARTY_FIRST, PluginState::kLoaded);
+  add("python", OMNIPROF_SLOT_PYTHON, PluginState::kLoaded);
+  add("refused", 0, PluginState::kRefused);
+  add("ruby", OMNIPROF_SLOT_RUBY, PluginState::kLoaded);
+  std::vector<std::string> order;
+  for (const Plugin* plugin : plugins_in_claim_order(plugins)) order.push_back(plugin->name);
+  EXPECT_EQ(order, (std::vector<std::string>{"native", "ruby", "python", "perfmap"}));
+}
+
 }  // namespace
 }  // namespace omniprof

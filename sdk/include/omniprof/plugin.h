@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 2.0.
+/* omniprof plugin boundary, version 2.1.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -16,6 +16,12 @@
  * detect_process returns the interpreter's code ranges; programs may need a
  * kernel feature; plugins may label samples, reach their own BPF maps
  * (private_map_fd) and be called periodically (tick).
+ * 2.1 (from 2.0): the host honours OMNIPROF_FRAME_REPLACES_MARK (abi.h: a
+ * spliced frame that takes its mark's place, for JIT code the native walker
+ * steps through), and offers a process to detect_process in slot order
+ * (ruby, python, then third parties), so that a third-party plugin claims
+ * only what no in-tree interpreter plugin did. Nothing moved: a 2.0 plugin
+ * loads unchanged.
  *
  * File name and runtime: a plugin file is named `<runtime>.so`, its
  * `runtime` field followed by ".so" (native.so, python.so, a third party's
@@ -65,7 +71,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 2
-#define OMNIPROF_PLUGIN_ABI_MINOR 0
+#define OMNIPROF_PLUGIN_ABI_MINOR 1
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -265,7 +271,9 @@ struct omniprof_plugin {
   void (*destroy)(void *instance);
 
   /* Optional. OMNIPROF_OK and `attach` filled if the process runs this
-   * plugin's runtime; OMNIPROF_NOT_MINE otherwise. */
+   * plugin's runtime; OMNIPROF_NOT_MINE otherwise. A process has one
+   * interpreter plugin: the first to say OMNIPROF_OK, asked in slot order
+   * (rbperf 2, pyperf 3, then third parties by their assigned slot). */
   omniprof_status (*detect_process)(void *instance, const struct omniprof_process *process,
                                     struct omniprof_process_attach *attach, char *error);
   /* Optional. The process called exec (at once, before detect_process sees

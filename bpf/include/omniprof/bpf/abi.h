@@ -127,7 +127,7 @@ struct omniprof_frame {
   omniprof_u64 address;
   omniprof_u32 detail; /* interpreter frames: the plugin's (e.g. instruction offset); else 0 */
   omniprof_u8 kind;    /* enum omniprof_frame_kind */
-  omniprof_u8 flags;   /* OMNIPROF_FRAME_SPLICED */
+  omniprof_u8 flags;   /* OMNIPROF_FRAME_SPLICED, OMNIPROF_FRAME_REPLACES_MARK */
   omniprof_u16 after;  /* spliced frames: how many unspliced frames precede it */
 };
 
@@ -135,6 +135,18 @@ struct omniprof_frame {
  * after the first `after` unspliced (native) frames of the stack. The host
  * puts it there when it reads the stack (see omniprof_unwind_state). */
 #define OMNIPROF_FRAME_SPLICED (1u << 0)
+/* With OMNIPROF_FRAME_SPLICED: the frame takes the place of its mark (the
+ * `after`-th native frame) instead of following it. For code the native
+ * walker can step through but not name, JIT code in anonymous memory: the
+ * perf-map plugin (sdk/examples/perfmap) gives each marked frame its name
+ * from /tmp/perf-PID.map, so the profile shows `JS:*fn`, not an
+ * unnamed native frame (`+0x...`) with the name beside it. A mark with more
+ * than one replacing frame is replaced by all of them, in order.
+ * Additive (no layout changes, OMNIPROF_BPF_ABI_VERSION stays 5): a host
+ * that honours it accepts plugin ABI 2.1 (plugin.h), and a plugin built
+ * with these headers declares 2.1, so an older host refuses it rather than
+ * show the frame twice. */
+#define OMNIPROF_FRAME_REPLACES_MARK (1u << 1)
 
 struct omniprof_stack {
   omniprof_u32 len;

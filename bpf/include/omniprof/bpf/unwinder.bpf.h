@@ -116,9 +116,9 @@ static __always_inline void omniprof_native_walk_done(void *ctx, struct omniprof
  * mark `mark` (0 = the innermost marked native frame; state->num_marks or
  * more = after the last native frame). Frames must come in stack order,
  * leaf first. Returns 0, or -1 when the stack is full (counted: the frame
- * is lost, the sample kept). */
-static __always_inline int omniprof_interpreter_frame(struct omniprof_unwind_state *state, __u32 mark,
-                                                      __u64 address, __u32 detail, __u8 kind) {
+ * is lost, the sample kept). `flags`: 0 or OMNIPROF_FRAME_REPLACES_MARK. */
+static __always_inline int omniprof_spliced_frame(struct omniprof_unwind_state *state, __u32 mark,
+                                                  __u64 address, __u32 detail, __u8 kind, __u8 flags) {
   __u32 len = state->stack.len;
   if (len >= OMNIPROF_MAX_STACK_DEPTH) {
     omniprof_count(OMNIPROF_STAT_INTERPRETER_TRUNCATED);
@@ -130,10 +130,23 @@ static __always_inline int omniprof_interpreter_frame(struct omniprof_unwind_sta
   frame->address = address;
   frame->detail = detail;
   frame->kind = kind;
-  frame->flags = OMNIPROF_FRAME_SPLICED;
+  frame->flags = OMNIPROF_FRAME_SPLICED | flags;
   frame->after = (__u16)after;
   state->stack.len = len + 1;
   return 0;
+}
+
+static __always_inline int omniprof_interpreter_frame(struct omniprof_unwind_state *state, __u32 mark,
+                                                      __u64 address, __u32 detail, __u8 kind) {
+  return omniprof_spliced_frame(state, mark, address, detail, kind, 0);
+}
+
+/* For unwinders of code the native walker steps through but cannot name
+ * (JIT code): a frame that takes the place of mark `mark`'s native frame
+ * (OMNIPROF_FRAME_REPLACES_MARK); otherwise as omniprof_interpreter_frame. */
+static __always_inline int omniprof_replace_marked_frame(struct omniprof_unwind_state *state, __u32 mark,
+                                                         __u64 address, __u32 detail, __u8 kind) {
+  return omniprof_spliced_frame(state, mark, address, detail, kind, OMNIPROF_FRAME_REPLACES_MARK);
 }
 
 /* For interpreter unwinders: labels the sample (label_value indexes the

@@ -1,0 +1,202 @@
+// The perfmap plugin (sdk/examples/perfmap) on a real Node.js: V8's JIT code
+// is named from the perf map node writes (--perf-basic-prof), in place of
+// the native frame the walker stepped through, under node's own native
+// frames; with the plugin disabled in the config the name is gone and the
+// same code is the native walker's unnamed +0x... frames again.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "e2e_support.h"
+#include "interpreter_support.h"
+#include "profile_samples.h"
+
+namespace omniprof::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kNode = "/usr/bin/node";
+constexpr const char* kHotFunction = "omniprofPerfmapHotFunction";
+// Long enough for emulated guests (the matrix's TCG 6.1), where node takes
+// seconds to start and tier its code up.
+constexpr const char* kWorkloadSeconds = "120";
+constexpr const char* kRecordSeconds = "8";
+
+// The one place that says where perfmap.so is: built in tree today, next to
+// the in-tree plugins. (Built out of tree against the installed SDK, it is
+// that build's plugin directory: list it in plugin_directories() below.)
+std::string perfmap_plugin_dir() { return std::string(OMNIPROF_BUILD_DIR) + "/" + OMNIPROF_PLUGIN_SUBDIR; }
+
+// The plugin directories the agent gets: the in-tree plugins' (native) and
+// perfmap's, once each.
+std::vector<std::string> plugin_directories() {
+  std::vector<std::string> dirs{std::string(OMNIPROF_BUILD_DIR) + "/" + OMNIPROF_PLUGIN_SUBDIR};
+  if (perfmap_plugin_dir() != dirs.front()) dirs.push_back(perfmap_plugin_dir());
+  return dirs;
+}
+
+// A config directory (for OMNIPROF_CONFIG_DIR) whose omniprof.yaml lists the
+// plugin directories, plus `extra` YAML.
+std::string config_dir(const std::string& name, const std::string& extra) {
+  const std::string dir = temp_dir(name);
+  std::ofstream out(dir + "/omniprof.yaml");
+  out << "plugins:\n  directories:\n";
+  for (const auto& d : plugin_directories()) out << "    - " << d << "\n";
+  out << extra;
+  return dir;
+}
+
+bool mentions_hot_function(const FrameLocation& frame) {
+  return frame.function.find(kHotFunction) != std::string::npos;
+}
+
+size_t hot_index(const Sample& s) {
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    if (mentions_hot_function(s.frames[i])) return i;
+  }
+  return s.frames.size();
+}
+
+// A native frame the host could not name: JIT code in an anonymous mapping
+// ("+0x417f": the mapping has no file name) or in no mapping it knows
+// ("[unknown]+0x7f...").
+bool is_unnamed_native(const FrameLocation& frame) {
+  const std::string& f = frame.function;
+  size_t at = f.rfind("[unknown]", 0) == 0 ? 9 : 0;
+  if (f.compare(at, 3, "+0x") != 0 || f.size() == at + 3) return false;
+  return f.find_first_not_of("0123456789abcdef", at + 3) == std::string::npos;
+}
+
+// Whether a frame below `from` (a caller) is node's own native entry.
+bool node_start_below(const Sample& s, size_t from) {
+  for (size_t i = from + 1; i < s.frames.size(); ++i) {
+    if (s.frames[i].function.rfind("node::Start(", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Waits until node's perf map names the hot function compiled by TurboFan
+// ("JS:*" on Node 20, "LazyCompile:*" before): from then on the samples see
+// its optimized code.
+bool wait_for_optimized(pid_t pid, std::chrono::seconds limit) {
+  const std::string map = "/tmp/perf-" + std::to_string(pid) + ".map";
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (slurp(map).find(std::string("*") + kHotFunction) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+class PerfmapNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    OMNIPROF_REQUIRE_BPF();
+    OMNIPROF_REQUIRE_GO();
+    if (access(kNode, X_OK) != 0) {
+      if (in_ci()) FAIL() << kNode << " missing in CI (scripts/install-deps.sh installs nodejs)";
+      GTEST_SKIP() << kNode << " not installed";
+    }
+    if (!fs::exists(perfmap_plugin_dir() + "/perfmap.so")) FAIL() << "perfmap.so not built in " << perfmap_plugin_dir();
+    // V8 also writes its own log (isolate-*-v8.log) with --perf-basic-prof:
+    // into a directory of the test's, not the working directory.
+    log_dir_ = temp_dir("perfmap-v8log");
+    node_ = std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{kNode, "--perf-basic-prof", "--logfile=" + log_dir_ + "/v8.log",
+                                 "--no-logfile-per-isolate", script("perfmap_hot.js"), kWorkloadSeconds});
+    map_ = "/tmp/perf-" + std::to_string(node_->pid()) + ".map";
+    ASSERT_TRUE(wait_for_optimized(node_->pid(), std::chrono::seconds(90)))
+        << map_ << " never named *" << kHotFunction << ":\n" << slurp(map_).substr(0, 2000);
+  }
+  void TearDown() override {
+    node_.reset();
+    if (!map_.empty()) fs::remove(map_);
+    if (!log_dir_.empty()) fs::remove_all(log_dir_);
+  }
+
+  RecordedProfile record(const std::string& config_yaml, const std::string& environment = "") {
+    const std::string dir = config_dir("perfmap-config", config_yaml);
+    RecordedProfile recorded = record_pids({node_->pid()}, kRecordSeconds,
+                                           environment + (environment.empty() ? "" : " ") + "OMNIPROF_CONFIG_DIR=" + dir);
+    fs::remove_all(dir);
+    return recorded;
+  }
+
+  // The node samples that name the hot function, of all node samples: it
+  // runs nearly all of node's main thread's time; node's other threads
+  // (V8's workers, libuv's) mostly sleep.
+  void expect_hot_function_named(const RecordedProfile& recorded) {
+    ASSERT_EQ(recorded.status, 0) << recorded.output;
+    ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+    Judged named = judge(
+        samples_of_pid(recorded.samples, node_->pid()), [](const Sample&) { return true; },
+        [](const Sample& s) { return hot_index(s) < s.frames.size(); });
+    ASSERT_GE(named.total, 40) << "too few samples of node\n" << recorded.output;
+    EXPECT_GE(named.whole * 100, named.total * 50)
+        << named.whole << " of " << named.total << " samples of node name " << kHotFunction
+        << "; one that does not: " << named.counterexample << "\n"
+        << recorded.output;
+  }
+
+  std::unique_ptr<BackgroundProcess> node_;
+  std::string map_, log_dir_;
+};
+
+TEST_F(PerfmapNodeTest, HotJavaScriptFunctionIsNamedFromThePerfMapInPlaceOfItsNativeFrameAboveNodesFrames) {
+  RecordedProfile recorded = record("");
+  expect_hot_function_named(recorded);
+  if (HasFatalFailure()) return;
+  auto samples = samples_of_pid(recorded.samples, node_->pid());
+  // Where it is named: in the JIT frame's place (no unnamed native frame for
+  // the same code beside it), with node's native frames below it, down to
+  // node::Start.
+  Judged placed = judge(
+      samples, [](const Sample& s) { return hot_index(s) < s.frames.size(); },
+      [](const Sample& s) {
+        size_t hot = hot_index(s);
+        bool duplicate = (hot > 0 && is_unnamed_native(s.frames[hot - 1])) ||
+                         (hot + 1 < s.frames.size() && is_unnamed_native(s.frames[hot + 1]));
+        return !duplicate && s.frames[hot].function.rfind("JS:", 0) == 0 && node_start_below(s, hot);
+      });
+  EXPECT_GE(placed.whole * 100, placed.total * 80)
+      << placed.whole << " of " << placed.total << " samples with " << kHotFunction
+      << " have it as a JS: frame, no unnamed native frame beside it, and node::Start below it; one that does not: "
+      << placed.counterexample;
+  EXPECT_NE(recorded.output.find("perfmap.frames"), std::string::npos) << recorded.output;
+}
+
+// Kernels before 5.17: the program that tail-calls itself every 32 marks.
+TEST_F(PerfmapNodeTest, WithoutBpfLoopTheTailCallProgramNamesItToo) {
+  expect_hot_function_named(record("", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop"));
+}
+
+TEST_F(PerfmapNodeTest, WithThePluginDisabledInTheConfigTheNameIsMissing) {
+  RecordedProfile recorded = record("runtimes:\n  perfmap: false\n");
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  auto samples = samples_of_pid(recorded.samples, node_->pid());
+  int64_t total = 0, named = 0, unknown = 0;
+  std::string counterexample;
+  for (const Sample& s : samples) {
+    total += s.count;
+    if (hot_index(s) < s.frames.size()) {
+      named += s.count;
+      if (counterexample.empty()) counterexample = s.text();
+    }
+    if (!s.frames.empty() && is_unnamed_native(s.frames.front())) unknown += s.count;
+  }
+  ASSERT_GE(total, 40) << "too few samples of node\n" << recorded.output;
+  EXPECT_EQ(named, 0) << counterexample;
+  // The same JIT code is sampled, unnamed: the native walker's +0x....
+  EXPECT_GE(unknown * 100, total * 50) << unknown << " of " << total << " samples have an unnamed (+0x...) leaf; one: "
+                                       << (samples.empty() ? "" : samples.front().text());
+  EXPECT_EQ(recorded.output.find("perfmap.frames"), std::string::npos) << recorded.output;
+}
+
+}  // namespace
+}  // namespace omniprof::e2e
