@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -27,26 +28,34 @@ constexpr const char* kHotFunction = "omniprofPerfmapHotFunction";
 constexpr const char* kWorkloadSeconds = "120";
 constexpr const char* kRecordSeconds = "8";
 
-// The one place that says where perfmap.so is: built in tree today, next to
-// the in-tree plugins. (Built out of tree against the installed SDK, it is
-// that build's plugin directory: list it in plugin_directories() below.)
-std::string perfmap_plugin_dir() { return std::string(OMNIPROF_BUILD_DIR) + "/" + OMNIPROF_PLUGIN_SUBDIR; }
+// The one place that says where perfmap.so is: the plugin directory of its
+// out-of-tree build against the installed SDK (ctest's fixture
+// SDK.perfmap_out_of_tree, tests/sdk/sdk_tests.py), given by ctest in
+// OMNIPROF_PERFMAP_PLUGIN_DIR; "" when not run through ctest.
+std::string perfmap_plugin_dir() {
+  const char* dir = std::getenv("OMNIPROF_PERFMAP_PLUGIN_DIR");
+  return dir ? dir : "";
+}
 
-// The plugin directories the agent gets: the in-tree plugins' (native) and
-// perfmap's, once each.
-std::vector<std::string> plugin_directories() {
-  std::vector<std::string> dirs{std::string(OMNIPROF_BUILD_DIR) + "/" + OMNIPROF_PLUGIN_SUBDIR};
-  if (perfmap_plugin_dir() != dirs.front()) dirs.push_back(perfmap_plugin_dir());
-  return dirs;
+// The plugin directories the agent gets: one holding only the in-tree
+// native plugin (a link to it: the node process's native frames), and
+// perfmap's; so that the in-tree perfmap.so, built beside native.so, is not
+// the one loaded.
+std::vector<std::string> plugin_directories(const std::string& native_dir) {
+  return {native_dir, perfmap_plugin_dir()};
 }
 
 // A config directory (for OMNIPROF_CONFIG_DIR) whose omniprof.yaml lists the
 // plugin directories, plus `extra` YAML.
 std::string config_dir(const std::string& name, const std::string& extra) {
   const std::string dir = temp_dir(name);
+  const std::string native_dir = dir + "/native-plugin";
+  fs::create_directories(native_dir);
+  fs::create_symlink(std::string(OMNIPROF_BUILD_DIR) + "/" + OMNIPROF_PLUGIN_SUBDIR + "/native.so",
+                     native_dir + "/native.so");
   std::ofstream out(dir + "/omniprof.yaml");
   out << "plugins:\n  directories:\n";
-  for (const auto& d : plugin_directories()) out << "    - " << d << "\n";
+  for (const auto& d : plugin_directories(native_dir)) out << "    - " << d << "\n";
   out << extra;
   return dir;
 }
@@ -101,6 +110,10 @@ class PerfmapNodeTest : public ::testing::Test {
     if (access(kNode, X_OK) != 0) {
       if (in_ci()) FAIL() << kNode << " missing in CI (scripts/install-deps.sh installs nodejs)";
       GTEST_SKIP() << kNode << " not installed";
+    }
+    if (perfmap_plugin_dir().empty()) {
+      FAIL() << "OMNIPROF_PERFMAP_PLUGIN_DIR is not set: run through ctest (PerfmapNodeTest.out_of_tree_plugin), "
+                "whose fixture SDK.perfmap_out_of_tree builds perfmap.so against the installed SDK";
     }
     if (!fs::exists(perfmap_plugin_dir() + "/perfmap.so")) FAIL() << "perfmap.so not built in " << perfmap_plugin_dir();
     // V8 also writes its own log (isolate-*-v8.log) with --perf-basic-prof:
@@ -168,6 +181,9 @@ TEST_F(PerfmapNodeTest, HotJavaScriptFunctionIsNamedFromThePerfMapInPlaceOfItsNa
       << " have it as a JS: frame, no unnamed native frame beside it, and node::Start below it; one that does not: "
       << placed.counterexample;
   EXPECT_NE(recorded.output.find("perfmap.frames"), std::string::npos) << recorded.output;
+  // The plugin that did it is the one built out of tree against the SDK.
+  EXPECT_NE(recorded.output.find("loaded from " + perfmap_plugin_dir() + "/perfmap.so"), std::string::npos)
+      << recorded.output;
 }
 
 // Kernels before 5.17: the program that tail-calls itself every 32 marks.

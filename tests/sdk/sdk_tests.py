@@ -5,6 +5,8 @@ except that `omniprof plugins` loads BPF where it can).
   sdk_tests.py page        BUILD SOURCE   runs docs/writing-a-plugin.md's blocks
   sdk_tests.py plugin      BUILD SOURCE   the page's plugin, built by a separate
                                           project that sees only an install prefix
+  sdk_tests.py perfmap     BUILD SOURCE OUT  sdk/examples/perfmap built the same way;
+                                          its perfmap.so copied to OUT (for the e2e test)
   sdk_tests.py pkg-config  BUILD SOURCE   a program linking the helper library
                                           through `pkg-config --cflags --libs`
   sdk_tests.py headers     STD CC CXX SOURCE  each public header compiles alone
@@ -146,23 +148,16 @@ def test_page(build, source):
 
 # ---- The page's plugin against an install prefix only ------------------------
 
-def test_plugin(build, source):
-    work = temp_dir("plugin")
-    prefix = os.path.join(work, "prefix")
-    install_sdk(build, prefix)
-    # The plugin's sources outside the source tree, so nothing in it can be
-    # reached by a relative path.
-    project = os.path.join(work, "project")
-    write_page_files(page_blocks(source), project)
-    project = os.path.join(project, "hello")
+def build_against_prefix(build, source, project, work, prefix):
+    """Configures and builds `project` (a copy outside the source tree) with
+    only `prefix` to find omniprof in, and checks it saw nothing else: the
+    package came from the prefix and no build rule names omniprof's source
+    or build tree. Returns (binary dir, the package's directory)."""
     binary = os.path.join(work, "build")
     run(["cmake", "-S", project, "-B", binary, f"-DCMAKE_PREFIX_PATH={prefix}",
          "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
         env={k: v for k, v in os.environ.items() if k != "CMAKE_PREFIX_PATH"})
     run(["cmake", "--build", binary])
-
-    # It found the package in the prefix, and no build rule names the source
-    # or build tree of omniprof.
     cache = open(os.path.join(binary, "CMakeCache.txt")).read()
     found = re.search(r"^omniprof-sdk_DIR:PATH=(.*)$", cache, re.M)
     if not found or not found.group(1).startswith(prefix + "/"):
@@ -174,9 +169,30 @@ def test_plugin(build, source):
                 for tree in (os.path.realpath(source), os.path.realpath(build)):
                     if tree + "/" in text:
                         fail(f"{os.path.join(root, name)} names {tree}: the build saw more than the prefix")
+    return binary, found.group(1)
+
+
+def check_exports_only_the_entry(plugin):
+    symbols = run(["nm", "-D", "--defined-only", plugin]).split("\n")
+    names = sorted(line.split()[-1] for line in symbols if line.strip())
+    if names != ["omniprof_plugin_entry"]:
+        fail(f"{plugin} exports {names}, expected exactly omniprof_plugin_entry")
+    print(f"{plugin} exports only omniprof_plugin_entry")
+
+
+def test_plugin(build, source):
+    work = temp_dir("plugin")
+    prefix = os.path.join(work, "prefix")
+    install_sdk(build, prefix)
+    # The plugin's sources outside the source tree, so nothing in it can be
+    # reached by a relative path.
+    project = os.path.join(work, "project")
+    write_page_files(page_blocks(source), project)
+    project = os.path.join(project, "hello")
+    binary, package_dir = build_against_prefix(build, source, project, work, prefix)
 
     # The versions the package announces are its headers'.
-    config = open(os.path.join(found.group(1), "omniprof-sdkConfig.cmake")).read()
+    config = open(os.path.join(package_dir, "omniprof-sdkConfig.cmake")).read()
     header = open(os.path.join(prefix, "include", "omniprof", "plugin.h")).read()
     abi = open(os.path.join(prefix, "include", "omniprof", "bpf", "abi.h")).read()
     define = lambda text, name: re.search(rf"^#define {name} (\d+)$", text, re.M).group(1)
@@ -189,11 +205,7 @@ def test_plugin(build, source):
 
     plugin_dir = os.path.join(binary, "lib", "omniprof", "plugins")
     plugin = os.path.join(plugin_dir, "hello.so")
-    symbols = run(["nm", "-D", "--defined-only", plugin]).split("\n")
-    names = sorted(line.split()[-1] for line in symbols if line.strip())
-    if names != ["omniprof_plugin_entry"]:
-        fail(f"{plugin} exports {names}, expected exactly omniprof_plugin_entry")
-    print(f"{plugin} exports only omniprof_plugin_entry")
+    check_exports_only_the_entry(plugin)
 
     etc = os.path.join(work, "etc")
     os.makedirs(etc)
@@ -205,6 +217,27 @@ def test_plugin(build, source):
     if plugin not in line:
         fail(f"hello listed from elsewhere: {line}")
     print(line)
+    shutil.rmtree(work)
+
+
+def test_perfmap(build, source, output):
+    """The fourth plugin, sdk/examples/perfmap, built as a third party builds
+    it: a copy of its folder against the installed SDK only. Its perfmap.so
+    goes to `output`, the plugin directory the Node.js e2e test
+    (tests/e2e/perfmap_test.cpp) loads it from."""
+    work = temp_dir("perfmap")
+    prefix = os.path.join(work, "prefix")
+    install_sdk(build, prefix)
+    project = os.path.join(work, "perfmap")
+    shutil.copytree(os.path.join(source, "sdk", "examples", "perfmap"), project)
+    binary, _ = build_against_prefix(build, source, project, work, prefix)
+    plugin = os.path.join(binary, "lib", "omniprof", "plugins", "perfmap.so")
+    check_exports_only_the_entry(plugin)
+    shutil.rmtree(output, ignore_errors=True)
+    os.makedirs(output)
+    os.chmod(output, 0o755)
+    shutil.copy2(plugin, os.path.join(output, "perfmap.so"))
+    print(f"perfmap.so built against {prefix} alone, in {output}")
     shutil.rmtree(work)
 
 
@@ -323,6 +356,8 @@ def main(argv):
         test_page(*argv[2:4])
     elif command == "plugin":
         test_plugin(*argv[2:4])
+    elif command == "perfmap":
+        test_perfmap(*argv[2:5])
     elif command == "pkg-config":
         test_pkg_config(*argv[2:5])
     elif command == "headers":
