@@ -19,11 +19,9 @@ set -uo pipefail
 build_dir=$1
 workload=$2
 
-say() { echo "package_test: $*"; }
-fail() {
-  echo "package_test: FAIL: $*" >&2
-  exit 1
-}
+TEST_NAME=package_test
+# shellcheck source=tests/packaging/test_support.sh
+. "$(dirname "$0")/test_support.sh"
 
 [ "$(id -u)" -eq 0 ] || { say "SKIP: needs root (installs packages with dpkg)"; exit 77; }
 for tool in cpack dpkg dpkg-deb lintian; do
@@ -139,7 +137,7 @@ for p in "${plugins[@]}"; do [ "$p" = ruby ] || expect_plugin "$p"; done
 say "after dpkg -r omniprof-ruby: ruby not installed, the others $expected_state, exit 0"
 
 if [ "$expected_state" = loaded ]; then
-  "$workload" 6 &
+  "$workload" 60 &  # killed once recorded; long enough for a slow start
   workload_pid=$!
   installed_omniprof record -d 2 -p "$workload_pid" -o "$work/profile.pb.gz" >"$work/record.out" 2>"$work/record.err"
   status=$?

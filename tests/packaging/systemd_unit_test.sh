@@ -23,11 +23,9 @@ mode=$1
 unit=$2
 omniprof=$3
 
-say() { echo "systemd_unit_test: $*"; }
-fail() {
-  echo "systemd_unit_test: FAIL: $*" >&2
-  exit 1
-}
+TEST_NAME=systemd_unit_test
+# shellcheck source=tests/packaging/test_support.sh
+. "$(dirname "$0")/test_support.sh"
 work=$(mktemp -d /tmp/omniprof-unit-XXXXXX) || fail "mktemp failed"
 workload_pid=
 cleanup() {
@@ -74,7 +72,7 @@ case $mode in
     cp "$workload" "$work/home/workload"
     chown -R nobody:nogroup "$work/home"
     run_with() {  # bounding set, output prefix
-      setpriv --reuid=nobody --regid=nogroup --clear-groups "$work/home/workload" 6 &
+      setpriv --reuid=nobody --regid=nogroup --clear-groups "$work/home/workload" 60 &
       workload_pid=$!
       setpriv --bounding-set="$1" --inh-caps=-all --no-new-privs -- \
         env -u OMNIPROF_CONFIG_DIR OMNIPROF_CONFIG_DIR="$work/config" \
@@ -110,7 +108,7 @@ case $mode in
     # it) is only reachable through /proc/PID/map_files, which takes
     # CAP_CHECKPOINT_RESTORE: its frames must still be named.
     cp "$work/home/workload" "$work/home/deleted"
-    setpriv --reuid=nobody --regid=nogroup --clear-groups "$work/home/deleted" 6 &
+    setpriv --reuid=nobody --regid=nogroup --clear-groups "$work/home/deleted" 60 &
     workload_pid=$!
     sleep 0.3
     rm "$work/home/deleted"
