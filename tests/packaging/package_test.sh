@@ -76,6 +76,11 @@ plugins=(native python ruby)
 for p in omniprof "${plugins[@]/#/omniprof-}"; do
   [ -n "${deb_of[$p]:-}" ] || fail "cpack made no $p package"
 done
+# Where the packages put the plugins (lib/omniprof/plugins under /usr, or
+# the multiarch lib directory when the tree was configured with prefix /usr).
+plugin_dir=$(dpkg -c "${deb_of[omniprof-native]}" | awk '{print $6}' | sed -n 's|^\.\(/.*\)/native\.so$|\1|p')
+[ -n "$plugin_dir" ] || fail "omniprof-native holds no native.so"
+say "plugin directory: $plugin_dir"
 if [ -z "${deb_of[omniprof-dev]:-}" ]; then
   say "no omniprof-dev package: the SDK's install rules do not carry COMPONENT dev in this tree yet; its checks are skipped"
 fi
@@ -115,8 +120,8 @@ list_plugins() {
   fi
 }
 expect_plugin() {  # runtime
-  echo "$plugins_output" | grep -Eq "^$expected_state +[^ ]+ [^ ]+ \(runtime $1\)  /usr/lib/omniprof/plugins/$1\.so" ||
-    fail "omniprof plugins does not list $1 as $expected_state from /usr/lib/omniprof/plugins"
+  echo "$plugins_output" | grep -Eq "^$expected_state +[^ ]+ [^ ]+ \(runtime $1\)  $plugin_dir/$1\.so" ||
+    fail "omniprof plugins does not list $1 as $expected_state from $plugin_dir"
 }
 
 list_plugins
@@ -125,13 +130,13 @@ say "every plugin is $expected_state"
 
 # --- Remove omniprof-ruby ----------------------------------------------------
 dpkg -r omniprof-ruby >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -r omniprof-ruby failed"; }
-[ ! -e /usr/lib/omniprof/plugins/ruby.so ] || fail "ruby.so is still there after dpkg -r omniprof-ruby"
+[ ! -e "$plugin_dir/ruby.so" ] || fail "ruby.so is still there after dpkg -r omniprof-ruby"
 # Its drop-in is a conffile: kept until purge, and it still enables ruby.
 [ -f /etc/omniprof/conf.d/50-ruby.yaml ] || fail "dpkg -r removed the conffile 50-ruby.yaml (only purge should)"
 list_plugins
 echo "$plugins_output" | grep -q '^not installed ruby.so (runtime ruby)$' ||
   fail "omniprof plugins does not report ruby as not installed"
-echo "$plugins_output" | grep -q "reason: runtime 'ruby' is enabled in the config but no ruby.so is in /usr/lib/omniprof/plugins" ||
+echo "$plugins_output" | grep -q "reason: runtime 'ruby' is enabled in the config but no ruby.so is in $plugin_dir" ||
   fail "omniprof plugins gives no reason naming ruby.so and the plugin directory"
 for p in "${plugins[@]}"; do [ "$p" = ruby ] || expect_plugin "$p"; done
 say "after dpkg -r omniprof-ruby: ruby not installed, the others $expected_state, exit 0"
