@@ -98,6 +98,14 @@ installed_packages=("${!deb_of[@]}")
 dpkg -i "${debs[@]}" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i failed"; }
 say "installed ${#debs[@]} packages"
 [ -f /etc/omniprof/conf.d/50-ruby.yaml ] || fail "/etc/omniprof/conf.d/50-ruby.yaml was not installed"
+if [ -n "${deb_of[omniprof-dev]:-}" ]; then
+  # The SDK where a third party's build looks for it.
+  [ -f /usr/include/omniprof/plugin.h ] || fail "omniprof-dev did not install /usr/include/omniprof/plugin.h"
+  compgen -G '/usr/lib*/cmake/omniprof-sdk/omniprof-sdkConfig.cmake' >/dev/null ||
+    compgen -G '/usr/lib/*/cmake/omniprof-sdk/omniprof-sdkConfig.cmake' >/dev/null ||
+    fail "omniprof-dev did not install the CMake package omniprof-sdk"
+  say "omniprof-dev: plugin.h and the omniprof-sdk CMake package are installed"
+fi
 
 in_ci() { [ "${CI:-}" = true ]; }
 # The installed binary with the installed /etc config: nothing from the
@@ -177,7 +185,8 @@ for deb in "${debs[@]}"; do
   done < <(dpkg -c "$deb" | awk '{print $6}')
 done
 for dir in /etc/omniprof /usr/lib/omniprof /usr/share/omniprof /usr/include/omniprof /usr/share/doc/omniprof /usr/share/doc/omniprof-* \
-           /usr/lib/*/omniprof /usr/lib/*/cmake/omniprof*; do
+           /usr/lib/*/omniprof /usr/lib/cmake/omniprof* /usr/lib/*/cmake/omniprof* /usr/lib/pkgconfig/omniprof* \
+           /usr/lib/*/pkgconfig/omniprof*; do
   [ -e "$dir" ] && left+=("$dir")
 done
 [ ${#left[@]} -eq 0 ] || fail "left behind after dpkg -P: ${left[*]}"
