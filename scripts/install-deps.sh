@@ -21,6 +21,9 @@ PACKAGES=(
   ruby-dev
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
+  # the Debian packages' checks (tests/packaging/): lintian, systemd-analyze
+  # (cpack, dpkg and setpriv come with cmake, dpkg and util-linux)
+  lintian systemd
   # the kernel matrix (scripts/kernel-matrix.sh): QEMU, a static busybox
   # initramfs packed with cpio, module decompressors
   qemu-system-x86 busybox-static cpio xz-utils zstd

@@ -84,6 +84,9 @@ PluginHostOptions plugin_options(const Config& config, const InstallLayout& layo
   options.runtime_enabled = [config](const std::string& runtime) {
     return config.runtime_enabled(runtime);
   };
+  for (const auto& [runtime, enabled] : config.runtimes) {
+    if (enabled) options.enabled_runtimes.push_back(runtime);
+  }
   return options;
 }
 

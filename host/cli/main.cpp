@@ -216,6 +216,12 @@ int cmd_plugins(const std::string& config_path) {
   }
   if (host.plugins().empty()) std::cout << "no plugins found\n";
   for (const auto& p : host.plugins()) {
+    if (p->state == PluginState::kNotInstalled) {
+      // Not an error: the exit status stays 0 (a removed plugin package).
+      std::cout << fmt::format("{} {}.so (runtime {})\n          reason: {}\n", plugin_state_name(p->state),
+                               p->runtime, p->runtime, p->reason);
+      continue;
+    }
     std::string what = p->name.empty() ? fs::path(p->path).filename().string()
                                        : fmt::format("{} {} (runtime {})", p->name, p->version, p->runtime);
     // A refused plugin's versions, when its entry could be read: what to
@@ -278,7 +284,7 @@ int main(int argc, char** argv) {
   run->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
   run->add_option("--rounds", rounds, "stop after this many rounds (default: until SIGINT/SIGTERM)");
 
-  auto* plugins = app.add_subcommand("plugins", "list plugins: loaded, disabled by config, or refused");
+  auto* plugins = app.add_subcommand("plugins", "list plugins: loaded, disabled by config, refused, or enabled but not installed");
   plugins->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
 
   std::string debug_command, debug_argument;

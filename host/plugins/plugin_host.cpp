@@ -35,6 +35,7 @@ const char* plugin_state_name(PluginState state) {
     case PluginState::kChecked: return "checked";
     case PluginState::kDisabled: return "disabled";
     case PluginState::kRefused: return "refused";
+    case PluginState::kNotInstalled: return "not installed";
   }
   return "?";
 }
@@ -218,7 +219,21 @@ std::vector<std::string> PluginHost::find_plugin_files(const std::vector<std::st
 }
 
 void PluginHost::load_all(const PluginHostOptions& options) {
-  for (const auto& path : find_plugin_files(options.directories)) load_file(path, options);
+  std::set<std::string> runtimes_with_a_file;
+  for (const auto& path : find_plugin_files(options.directories)) {
+    runtimes_with_a_file.insert(plugin_runtime_from_file_name(path));
+    load_file(path, options);
+  }
+  for (const auto& runtime : options.enabled_runtimes) {
+    if (runtimes_with_a_file.count(runtime)) continue;
+    auto plugin = std::make_unique<Plugin>();
+    plugin->runtime = runtime;
+    plugin->state = PluginState::kNotInstalled;
+    plugin->reason = fmt::format("runtime '{}' is enabled in the config but no {}.so is in {}", runtime,
+                                 runtime, fmt::join(options.directories, ", "));
+    log().info("{} not installed: {}; profiling without it", runtime, plugin->reason);
+    plugins_.push_back(std::move(plugin));
+  }
 }
 
 const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOptions& options) {

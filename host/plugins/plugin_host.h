@@ -26,7 +26,10 @@ namespace omniprof {
 class BpfMaps;
 class ElfSymbolizer;
 
-enum class PluginState { kLoaded, kChecked, kDisabled, kRefused };
+// kNotInstalled: a runtime the config enables whose <runtime>.so is in no
+// plugin directory (its package removed, a drop-in enabling it left behind):
+// not an error, the host runs with the others. Such an entry has no path.
+enum class PluginState { kLoaded, kChecked, kDisabled, kRefused, kNotInstalled };
 const char* plugin_state_name(PluginState state);
 
 struct Plugin {
@@ -68,6 +71,10 @@ struct PluginHostOptions {
   std::vector<std::string> directories;  // searched in order
   std::string data_root;                 // <prefix>/share/omniprof/plugins
   std::function<bool(const std::string& runtime)> runtime_enabled;
+  // Runtimes the config enables by name (runtimes.<name>: true, and the
+  // defaults): load_all reports each one no <runtime>.so is found for as
+  // kNotInstalled.
+  std::vector<std::string> enabled_runtimes;
   // Without BPF maps, still create plugin instances (for `omniprof debug`,
   // whose commands read files and need no kernel).
   bool create_without_bpf = false;
@@ -82,6 +89,9 @@ class PluginHost {
   PluginHost(const PluginHost&) = delete;
   PluginHost& operator=(const PluginHost&) = delete;
 
+  // Loads every plugin file found in options.directories, then adds a
+  // kNotInstalled entry (one info line each) for every enabled runtime
+  // without a file.
   void load_all(const PluginHostOptions& options);
   // Loads one file; the result is also recorded in plugins().
   const Plugin& load_file(const std::string& path, const PluginHostOptions& options);

@@ -190,6 +190,42 @@ TEST(PluginHostTest, LoadAllKeepsGoingPastBadPlugins) {
   EXPECT_EQ(states["misnamed_plugin.so"], PluginState::kRefused);
 }
 
+// A runtime the config enables whose <runtime>.so is in no directory (its
+// package removed, its drop-in left behind) is listed as not installed, with
+// the directories searched; the plugins that are there load as before.
+TEST(PluginHostTest, EnabledRuntimeWithoutAFileIsNotInstalled) {
+  TempTree tree("plugins");
+  plugin_copy(tree, "lib/good_plugin.so");
+  PluginHost host(nullptr, nullptr);
+  auto options = options_enabling_all();
+  options.directories = {tree.path("lib"), tree.path("missing")};
+  options.enabled_runtimes = {"good_plugin", "ruby"};
+  host.load_all(options);
+  ASSERT_EQ(host.plugins().size(), 2u);
+  EXPECT_EQ(host.plugins()[0]->state, PluginState::kChecked) << host.plugins()[0]->reason;
+  const Plugin& ruby = *host.plugins()[1];
+  EXPECT_EQ(ruby.state, PluginState::kNotInstalled);
+  EXPECT_EQ(ruby.runtime, "ruby");
+  EXPECT_TRUE(ruby.path.empty());
+  EXPECT_EQ(ruby.reason, "runtime 'ruby' is enabled in the config but no ruby.so is in " + tree.path("lib") +
+                             ", " + tree.path("missing"));
+  EXPECT_STREQ(plugin_state_name(ruby.state), "not installed");
+}
+
+// A file that is there but refused is refused, not "not installed": the
+// operator must see why it did not load.
+TEST(PluginHostTest, RefusedPluginFileIsNotReportedAsNotInstalled) {
+  TempTree tree("plugins");
+  plugin_copy(tree, "lib/good_plugin.so", 0666);
+  PluginHost host(nullptr, nullptr);
+  auto options = options_enabling_all();
+  options.directories = {tree.path("lib")};
+  options.enabled_runtimes = {"good_plugin"};
+  host.load_all(options);
+  ASSERT_EQ(host.plugins().size(), 1u);
+  EXPECT_EQ(host.plugins()[0]->state, PluginState::kRefused);
+}
+
 TEST(PluginHostTest, EarlierDirectoryShadowsSameFileName) {
   std::string first = fs::temp_directory_path() / "omniprof-plugins-first";
   fs::create_directories(first);
