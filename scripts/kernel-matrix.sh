@@ -13,7 +13,7 @@
 #   OMNIPROF_BUILD_DIR                build tree to test (default: build)
 #   OMNIPROF_KERNEL_MATRIX_CACHE      downloaded and unpacked kernels
 #                                     (default: /var/cache/omniprof/kernel-matrix)
-#   OMNIPROF_KERNEL_MATRIX_TIMEOUT    seconds per guest, boot to power-off (default: 1500)
+#   OMNIPROF_KERNEL_MATRIX_TIMEOUT    seconds per guest, boot to power-off (default: 2400)
 #   OMNIPROF_KERNEL_MATRIX_TEST_TIMEOUT  seconds per test in the guest (default: 600)
 #   OMNIPROF_KERNEL_MATRIX_CPUS / _MEMORY  guest CPUs (default: nproc) / MiB (default: 4096)
 set -euo pipefail
@@ -28,7 +28,7 @@ BUILD_DIR=$(cd "${OMNIPROF_BUILD_DIR:-build}" 2>/dev/null && pwd -P) || {
 # guests too when it exists.
 TSAN_BUILD_DIR=$(cd "${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}" 2>/dev/null && pwd -P) || TSAN_BUILD_DIR=
 CACHE_DIR=${OMNIPROF_KERNEL_MATRIX_CACHE:-/var/cache/omniprof/kernel-matrix}
-GUEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TIMEOUT:-1500}
+GUEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TIMEOUT:-2400}
 TEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TEST_TIMEOUT:-600}
 GUEST_CPUS=${OMNIPROF_KERNEL_MATRIX_CPUS:-$(nproc)}
 GUEST_MEMORY=${OMNIPROF_KERNEL_MATRIX_MEMORY:-4096}

@@ -115,7 +115,7 @@ class PerfmapNodeTest : public ::testing::Test {
       FAIL() << "OMNIPROF_PERFMAP_PLUGIN_DIR is not set: run through ctest (PerfmapNodeTest.out_of_tree_plugin), "
                 "whose fixture SDK.perfmap_out_of_tree builds perfmap.so against the installed SDK";
     }
-    if (!fs::exists(perfmap_plugin_dir() + "/perfmap.so")) FAIL() << "perfmap.so not built in " << perfmap_plugin_dir();
+    if (!fs::exists(perfmap_plugin_dir() + "/perfmap.so")) FAIL() << "perfmap.so not built in " << perfmap_plugin_dir() << " (ctest -R SDK.perfmap_out_of_tree builds it)";
     // V8 also writes its own log (isolate-*-v8.log) with --perf-basic-prof:
     // into a directory of the test's, not the working directory.
     log_dir_ = temp_dir("perfmap-v8log");
