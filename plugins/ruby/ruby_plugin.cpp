@@ -157,8 +157,8 @@ std::string read_ruby_file(const std::string& path, const std::string& name, boo
   auto elf = omniprof::ElfFile::open(path);
   if (!elf) return elf.error().message;
   auto symbol = [&](const char* wanted) -> std::optional<omniprof::ElfSymbol> {
-    auto found = elf->find_symbol(wanted);
-    if (found && *found && (*found)->type != STT_NOTYPE) return *found;
+    auto found = elf->find_symbol(wanted);  // functions and objects: an STT_NOTYPE entry is not one
+    if (found && *found) return *found;
     return elsewhere(wanted);
   };
   auto version = rb::read_ruby_version(*elf);
