@@ -13,8 +13,9 @@ namespace {
 // A minor appends fields, so its size is offsetof(its first field) of the
 // next; add a line when OMNIPROF_PLUGIN_ABI_MINOR grows.
 constexpr size_t kPluginStructSizeByMinor[] = {
-    sizeof(omniprof_plugin),  // 2.0: through num_label_values
-    sizeof(omniprof_plugin),  // 2.1: no field added (OMNIPROF_FRAME_REPLACES_MARK honoured, claims in slot order)
+    offsetof(omniprof_plugin, frame_type),  // 2.0: through num_label_values
+    offsetof(omniprof_plugin, frame_type),  // 2.1: no field added (OMNIPROF_FRAME_REPLACES_MARK honoured, claims in slot order)
+    sizeof(omniprof_plugin),                // 2.2: frame_type, function_bounds
 };
 static_assert(std::size(kPluginStructSizeByMinor) == OMNIPROF_PLUGIN_ABI_MINOR + 1,
               "a plugin ABI minor without its struct size (kPluginStructSizeByMinor)");

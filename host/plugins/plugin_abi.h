@@ -12,7 +12,7 @@
 
 namespace omniprof {
 
-// "host accepts plugin ABI 2.1 and older 2.x, BPF ABI 5": what `omniprof
+// "host accepts plugin ABI 2.2 and older 2.x, BPF ABI 5": what `omniprof
 // plugins` prints before its list.
 std::string host_accepted_abi_text();
 

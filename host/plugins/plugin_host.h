@@ -39,7 +39,7 @@ struct Plugin {
   std::string version;
   PluginState state = PluginState::kRefused;
   std::string reason;  // why refused or disabled
-  std::string abi_versions;  // "plugin ABI 2.1, BPF ABI 5" once its entry was read
+  std::string abi_versions;  // "plugin ABI 2.2, BPF ABI 5" once its entry was read
   uint32_t slot = 0;
   const omniprof_plugin* entry = nullptr;
   // The entry as this host's ABI sees it: hooks a plugin of an older minor

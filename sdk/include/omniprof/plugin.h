@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 2.1.
+/* omniprof plugin boundary, version 2.2.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -22,6 +22,14 @@
  * (ruby, python, then third parties), so that a third-party plugin claims
  * only what no in-tree interpreter plugin did. Nothing moved: a 2.0 plugin
  * loads unchanged.
+ * 2.2 (from 2.1): what a profile reader sees. detect_process may name the
+ * files that hold the interpreter's own native code
+ * (omniprof_process_attach.interpreter_file_ids), whose frames the host folds
+ * into the interpreter frame they serve; a plugin names the type of its frames
+ * (frame_type: "python", "ruby", "jit"); the native plugin may give the
+ * function around an address that no symbol names (function_bounds, from the
+ * file's unwind information). Fields appended; a 2.1 plugin loads unchanged
+ * (nothing folded for it, its frames typed by its runtime name).
  *
  * File name and runtime: a plugin file is named `<runtime>.so`, its
  * `runtime` field followed by ".so" (native.so, python.so, a third party's
@@ -71,7 +79,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 2
-#define OMNIPROF_PLUGIN_ABI_MINOR 1
+#define OMNIPROF_PLUGIN_ABI_MINOR 2
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -224,7 +232,21 @@ struct omniprof_process_attach {
     uint64_t end;
   } interpreter_ranges[4];
   uint32_t num_interpreter_ranges;
+
+  /* 2.2. The files whose native code is the interpreter's own (the python
+   * or ruby executable, libpython, libruby), by the file_id of their
+   * mappings (omniprof_mapping.file_id; 0 entries are ignored). Unless the
+   * config keeps every native frame (profile.interpreter_native_frames: keep),
+   * the host drops native frames of these files that lie leafward of the
+   * process's innermost interpreter frame (their samples become that frame's
+   * self time) or between two interpreter frames (the evaluation loop and
+   * call machinery an interpreter frame runs in); frames of any other file
+   * stay in place. A plugin of an older minor leaves them 0: nothing folded.
+   * At most OMNIPROF_MAX_INTERPRETER_FILES (4). */
+  uint64_t interpreter_file_ids[4];
+  uint32_t num_interpreter_file_ids;
 };
+#define OMNIPROF_MAX_INTERPRETER_FILES 4
 
 /* A symbolized frame. Strings are copied by the host before the next call. */
 struct omniprof_symbol {
@@ -329,6 +351,28 @@ struct omniprof_plugin {
   const char *label_key;
   const char *const *label_values;
   size_t num_label_values;
+
+  /* Fields of 2.2 (absent, read as NULL, for a plugin of an older minor). */
+
+  /* Optional. What this plugin's frames are, as profiles show it (the host
+   * writes it as the frames' type: pprof Function.system_name
+   * "<frame_type>:<name>", the flamegraph's colour, `record`'s listing):
+   * lowercase letters, digits and '_' only, such as "python", "ruby", "jit".
+   * NULL: the plugin's runtime name. */
+  const char *frame_type;
+
+  /* Optional, for the native plugin (OMNIPROF_MODULE_NATIVE): the function
+   * that holds ELF virtual address `address` of the executable `file_id`
+   * (`path` reaches the file, as in load_executable), from the file's unwind
+   * information (the FDE that covers it), for a frame no symbol names. The
+   * host calls it only for such frames, at the end of a round, and names the
+   * frame after the function's start ("python3.11+0x5a8500"), so that every
+   * sample of one unnamed function is one row. OMNIPROF_OK with
+   * [*start, *end) in ELF virtual addresses; OMNIPROF_NOT_MINE when no FDE
+   * covers the address; an error (unreadable file) with `error` set. The
+   * plugin may cache per file_id until unload_executable. */
+  omniprof_status (*function_bounds)(void *instance, uint64_t file_id, const char *path, uint64_t address,
+                                     uint64_t *start, uint64_t *end, char *error);
 };
 
 typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);
