@@ -248,16 +248,20 @@ Result<void> Agent::collect() {
 }
 
 ProfileBuilder Agent::finish_round() {
+  return std::move(finish_round({config_.fold_interpreter_internals}).front());
+}
+
+std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   (void)collect();
   int64_t period_ns = 1000000000LL / config_.frequency_hz;
   int64_t duration = now_ns(CLOCK_MONOTONIC) - round_start_mono_ns_;
-  ProfileBuilder profile = assembler_->assemble(round_, period_ns, round_start_unix_ns_, duration);
-  profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
+  std::vector<ProfileBuilder> profiles = assembler_->assemble(round_, period_ns, round_start_unix_ns_, duration, fold);
+  for (ProfileBuilder& profile : profiles) profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
   round_.clear();
   processes_->end_round();
   round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
-  return profile;
+  return profiles;
 }
 
 std::vector<StatLine> Agent::stats() const {
@@ -323,6 +327,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.frames_unnamed", as.unnamed_frames},
            {"host.symbolizer_errors", as.symbolizer_errors},
            {"host.interpreter_frames_unreadable", as.unreadable_interpreter_frames},
+           {"host.interpreter_internal_frames_folded", as.folded_frames},
            {"host.samples_of_unknown_processes", as.unknown_processes},
            {"host.stacks_missing", round_.missing_stacks},
            {"host.drain_errors", drain_errors_},

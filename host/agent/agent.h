@@ -65,8 +65,12 @@ class Agent {
   void stop();
 
   Result<void> collect();
-  // Builds the profile of the round so far and starts a new round.
+  // Builds the profile of the round so far (interpreter internals folded or
+  // kept as the config says) and starts a new round.
   ProfileBuilder finish_round();
+  // The same, one profile per entry of `fold` (true: folded, false: every
+  // native frame kept), all of the same samples.
+  std::vector<ProfileBuilder> finish_round(const std::vector<bool>& fold);
 
   uint64_t samples_in_round() const { return round_.total(); }
   // Every non-zero BPF and host counter, named.

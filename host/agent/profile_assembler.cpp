@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -12,6 +13,7 @@
 #include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/kernel_symbols.h"
+#include "profile/frame_type.h"
 
 namespace omniprof {
 
@@ -26,12 +28,39 @@ std::string module_name(const std::string& path) {
 
 }  // namespace
 
-uint64_t ProfileAssembler::marker_location(ProfileBuilder& builder, const std::string& name) {
-  return builder.add_location(0, 0, {ProfileLine{name, "", "", 0}});
+// Which view a profile is: `go tool pprof -comments` shows it.
+const char* const ProfileAssembler::kFoldedComment =
+    "interpreter_internals=fold: native frames of the interpreter's own code are folded into the Python/Ruby "
+    "frames they run (profile.interpreter_internals: keep shows them)";
+const char* const ProfileAssembler::kKeptComment = "interpreter_internals=keep: every native frame is shown";
+
+ProfileAssembler::FrameIndex ProfileAssembler::add_frame(NamedFrame frame) {
+  frames_.push_back(std::move(frame));
+  return static_cast<FrameIndex>(frames_.size() - 1);
 }
 
-uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid, uint64_t address,
-                                           bool leaf) {
+uint32_t ProfileAssembler::add_mapping(const ProfileMapping& mapping) {
+  auto [it, inserted] = mapping_index_.try_emplace(mapping, static_cast<uint32_t>(mappings_.size() + 1));
+  if (inserted) mappings_.push_back(mapping);
+  return it->second;
+}
+
+ProfileAssembler::FrameIndex ProfileAssembler::marker_frame(const std::string& name, const std::string& type) {
+  const std::string key = type + '\0' + name;
+  if (auto it = marker_cache_.find(key); it != marker_cache_.end()) return it->second;
+  NamedFrame frame;
+  frame.line.function = name;
+  // "[unknown python]" is a Python frame all the same.
+  if (!type.empty()) {
+    frame.line.system_name = typed_system_name(type, name);
+    frame.role = FrameRole::kInterpreter;
+  }
+  FrameIndex index = add_frame(std::move(frame));
+  marker_cache_.emplace(key, index);
+  return index;
+}
+
+ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_t address, bool leaf) {
   auto key = std::make_tuple(pid, address, leaf);
   if (auto it = native_cache_.find(key); it != native_cache_.end()) return it->second;
   stats_.frames++;
@@ -46,14 +75,19 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
     process = processes_.refresh_for_unknown_address(pid);
     mapping = process ? process->mapping_for(pc) : nullptr;
   }
-  uint64_t id;
+  NamedFrame named;
+  named.address = pc;
   if (!mapping) {
     stats_.unnamed_frames++;
-    id = builder.add_location(0, pc, {ProfileLine{fmt::format("[unknown]+{:#x}", pc), "", "", 0}});
+    named.line.function = fmt::format("[unknown]+{:#x}", pc);
   } else {
     const ExecutableRef* executable = process->executable_for(*mapping);
     const uint64_t file_id = executable ? executable->file_id : 0;
     if (executables_ && file_id != 0) executables_->mark_sampled(file_id);
+    if (file_id != 0 && std::find(process->interpreter_file_ids.begin(), process->interpreter_file_ids.end(),
+                                  file_id) != process->interpreter_file_ids.end()) {
+      named.role = FrameRole::kInterpreterNative;
+    }
     const auto symbolize_start = std::chrono::steady_clock::now();
     std::string host_path = process->host_path(*mapping);
     bool is_file = !host_path.empty();
@@ -99,112 +133,150 @@ uint64_t ProfileAssembler::native_location(ProfileBuilder& builder, int32_t pid,
     stats_.native_symbolize_ns += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - symbolize_start)
             .count());
-    ProfileMapping pm{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true};
-    uint64_t mapping_id = builder.add_mapping(pm);
-    ProfileLine line;
+    named.mapping = add_mapping(
+        ProfileMapping{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true});
     if (symbol) {
-      line.function = symbol->name;
-      line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
+      named.line.function = symbol->name;
+      named.line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
     } else {
       stats_.unnamed_frames++;
-      line.function = fmt::format("{}+{:#x}", module_name(mapping->path), elf_address);
+      named.line.function = fmt::format("{}+{:#x}", module_name(mapping->path), elf_address);
     }
-    id = builder.add_location(mapping_id, pc, {line});
   }
-  native_cache_.emplace(key, id);
-  return id;
+  FrameIndex index = add_frame(std::move(named));
+  native_cache_.emplace(key, index);
+  return index;
 }
 
-uint64_t ProfileAssembler::kernel_location(ProfileBuilder& builder, uint64_t address) {
+ProfileAssembler::FrameIndex ProfileAssembler::kernel_frame(uint64_t address) {
   if (auto it = kernel_cache_.find(address); it != kernel_cache_.end()) return it->second;
   stats_.frames++;
-  uint64_t mapping_id = builder.add_mapping(
-      ProfileMapping{kKernelStart, UINT64_MAX, 0, "[kernel.kallsyms]", "", true});
-  std::string name;
+  NamedFrame named;
+  named.role = FrameRole::kKernel;
+  named.address = address;
+  named.mapping = add_mapping(ProfileMapping{kKernelStart, UINT64_MAX, 0, std::string(kKernelMappingName), "", true});
   if (kernel_) {
     if (auto symbol = kernel_->lookup(address)) {
-      name = symbol->module.empty() ? symbol->name : fmt::format("{} [{}]", symbol->name, symbol->module);
+      named.line.function =
+          symbol->module.empty() ? symbol->name : fmt::format("{} [{}]", symbol->name, symbol->module);
     }
   }
-  if (name.empty()) {
+  if (named.line.function.empty()) {
     stats_.unnamed_frames++;
-    name = fmt::format("[kernel]+{:#x}", address);
+    named.line.function = fmt::format("[kernel]+{:#x}", address);
   }
-  uint64_t id = builder.add_location(mapping_id, address, {ProfileLine{name, "", "", 0}});
-  kernel_cache_.emplace(address, id);
-  return id;
+  FrameIndex index = add_frame(std::move(named));
+  kernel_cache_.emplace(address, index);
+  return index;
 }
 
-uint64_t ProfileAssembler::plugin_location(ProfileBuilder& builder, int32_t pid, const omniprof_frame& frame) {
+ProfileAssembler::FrameIndex ProfileAssembler::plugin_frame(int32_t pid, const omniprof_frame& frame) {
   stats_.frames++;
   PluginFrameKey cache_key{pid, frame.address, frame.detail, frame.kind};
   if (auto it = plugin_cache_.find(cache_key); it != plugin_cache_.end()) return it->second;
   Plugin* plugin = plugins_ ? plugins_->plugin_for_frame_kind(frame.kind) : nullptr;
-  uint64_t id = 0;
+  FrameIndex index = 0;
   if (!plugin) {
     stats_.unnamed_frames++;
-    id = marker_location(builder, fmt::format("[frame kind {}]+{:#x}", frame.kind, frame.address));
+    index = marker_frame(fmt::format("[frame kind {}]+{:#x}", frame.kind, frame.address));
   } else if (auto symbol = PluginHost::symbolize_frame(*plugin, pid, frame); !symbol) {
     // Explicit and counted, never dropped: the interpreter frame was there.
     stats_.unnamed_frames++;
     stats_.unreadable_interpreter_frames++;
-    id = marker_location(builder, fmt::format("[unknown {}]", plugin->runtime));
+    index = marker_frame(fmt::format("[unknown {}]", plugin->runtime), plugin->frame_type);
   } else {
-    id = builder.add_location(0, 0, {ProfileLine{symbol->function, "", symbol->file, symbol->line}});
+    NamedFrame named;
+    named.role = FrameRole::kInterpreter;
+    // The plugin's name, verbatim: the type in system_name also keeps pprof
+    // readers from taking `<module>` for a C++ template (profile/frame_type.h).
+    named.line = ProfileLine{symbol->function, typed_system_name(plugin->frame_type, symbol->function), symbol->file,
+                             symbol->line};
+    index = add_frame(std::move(named));
   }
-  plugin_cache_.emplace(cache_key, id);
-  return id;
+  plugin_cache_.emplace(cache_key, index);
+  return index;
 }
 
-ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,
-                                          int64_t start_unix_ns, int64_t duration_ns) {
-  ProfileBuilder builder(period_ns, start_unix_ns);
-  builder.set_duration_ns(duration_ns);
+std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,
+                                                       int64_t start_unix_ns, int64_t duration_ns,
+                                                       const std::vector<bool>& fold) {
+  frames_.clear();
+  mappings_.clear();
+  mapping_index_.clear();
   native_cache_.clear();
   kernel_cache_.clear();
+  marker_cache_.clear();
   plugin_cache_.clear();
   // Files no process maps any more (their last process was forgotten after
   // the previous round) leave the symbol cache; the exited processes of
   // this round still hold theirs until end_round.
   if (executables_) symbols_.forget_if([this](uint64_t file_id) { return executables_->references(file_id) == 0; });
 
-  std::vector<uint64_t> locations, user_locations;
+  // Each output's pprof location id of each named frame (0: not added yet).
+  std::vector<ProfileBuilder> builders;
+  std::vector<std::vector<uint64_t>> location_ids(fold.size());
+  std::vector<std::vector<uint64_t>> mapping_ids(fold.size());
+  for (size_t out = 0; out < fold.size(); ++out) {
+    builders.emplace_back(period_ns, start_unix_ns);
+    builders.back().set_duration_ns(duration_ns);
+    builders.back().add_comment(fold[out] ? kFoldedComment : kKeptComment);
+  }
+  auto location_of = [&](size_t out, FrameIndex index) {
+    if (location_ids[out].size() <= index) location_ids[out].resize(frames_.size(), 0);
+    uint64_t& id = location_ids[out][index];
+    if (id != 0) return id;
+    const NamedFrame& frame = frames_[index];
+    uint64_t mapping_id = 0;
+    if (frame.mapping != 0) {
+      if (mapping_ids[out].size() < frame.mapping) mapping_ids[out].resize(mappings_.size(), 0);
+      uint64_t& mid = mapping_ids[out][frame.mapping - 1];
+      if (mid == 0) mid = builders[out].add_mapping(mappings_[frame.mapping - 1]);
+      mapping_id = mid;
+    }
+    id = builders[out].add_location(mapping_id, frame.address, {frame.line});
+    return id;
+  };
+
+  std::vector<FrameIndex> frames, user_frames;
+  std::vector<FrameRole> roles;
+  std::vector<uint32_t> kept;
+  std::vector<uint64_t> locations;
   for (const auto& [key, count] : round.counts) {
-    locations.clear();
-    user_locations.clear();
+    frames.clear();
+    user_frames.clear();
     int32_t pid = static_cast<int32_t>(key.pid);
     // User frames are named first so that a process's main executable, not
     // the kernel, is the profile's first mapping (pprof shows it as "File").
     if (key.user_stack_id == OMNIPROF_STACK_ID_LOST) {
-      user_locations.push_back(marker_location(builder, "[user stack lost: stack_traces full]"));
+      user_frames.push_back(marker_frame("[user stack lost: stack_traces full]"));
     } else if (key.user_stack_id != OMNIPROF_STACK_ID_NONE) {
       auto it = round.stacks.find(key.user_stack_id);
       if (it == round.stacks.end()) {
-        user_locations.push_back(marker_location(builder, "[user stack missing]"));
+        user_frames.push_back(marker_frame("[user stack missing]"));
       } else {
         const StackFrames& stack = it->second;
         for (size_t i = 0; i < stack.frames.size(); ++i) {
           const omniprof_frame& frame = stack.frames[i];
           if (frame.kind == OMNIPROF_FRAME_NATIVE) {
-            user_locations.push_back(native_location(builder, pid, frame.address, i == 0));
+            user_frames.push_back(native_frame(pid, frame.address, i == 0));
           } else {
-            user_locations.push_back(plugin_location(builder, pid, frame));
+            user_frames.push_back(plugin_frame(pid, frame));
           }
         }
       }
     }
     // Leaf first: kernel frames sit below (are called by) the user frames.
     if (key.kernel_stack_id == OMNIPROF_STACK_ID_LOST) {
-      locations.push_back(marker_location(builder, "[kernel stack lost: stack_traces full]"));
+      frames.push_back(marker_frame("[kernel stack lost: stack_traces full]"));
     } else if (key.kernel_stack_id != OMNIPROF_STACK_ID_NONE) {
       auto it = round.stacks.find(key.kernel_stack_id);
       if (it == round.stacks.end()) {
-        locations.push_back(marker_location(builder, "[kernel stack missing]"));
+        frames.push_back(marker_frame("[kernel stack missing]"));
       } else {
-        for (const auto& frame : it->second.frames) locations.push_back(kernel_location(builder, frame.address));
+        for (const auto& frame : it->second.frames) frames.push_back(kernel_frame(frame.address));
       }
     }
-    locations.insert(locations.end(), user_locations.begin(), user_locations.end());
+    frames.insert(frames.end(), user_frames.begin(), user_frames.end());
     std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
     auto process = processes_.get(pid);
     if (!process) stats_.unknown_processes += count;
@@ -221,9 +293,25 @@ ProfileBuilder ProfileAssembler::assemble(const RoundSamples& round, int64_t per
         }
       }
     }
-    builder.add_sample(locations, static_cast<int64_t>(count), labels);
+    roles.clear();
+    for (FrameIndex index : frames) roles.push_back(frames_[index].role);
+    fold_interpreter_frames(roles, kept);
+    bool counted_folds = false;
+    for (size_t out = 0; out < fold.size(); ++out) {
+      locations.clear();
+      if (fold[out]) {
+        for (uint32_t i : kept) locations.push_back(location_of(out, frames[i]));
+        if (!counted_folds) {
+          stats_.folded_frames += frames.size() - kept.size();
+          counted_folds = true;
+        }
+      } else {
+        for (FrameIndex index : frames) locations.push_back(location_of(out, index));
+      }
+      builders[out].add_sample(locations, static_cast<int64_t>(count), labels);
+    }
   }
-  return builder;
+  return builders;
 }
 
 }  // namespace omniprof

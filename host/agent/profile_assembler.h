@@ -1,17 +1,24 @@
-// ProfileAssembler: turns a round's samples into a pprof profile. Native
+// ProfileAssembler: turns a round's samples into pprof profiles. Native
 // frames are named from ELF symbol tables, kernel frames from kallsyms,
 // interpreter frames by the plugin whose slot produced them. A native frame
 // that cannot be named stays in the profile as module+0xoffset, an
 // interpreter frame as "[unknown RUNTIME]".
+//
+// Two steps: every distinct frame of the round is named once (a NamedFrame,
+// with its role for folding), then each profile asked for is built from the
+// named frames, with the interpreter's own native frames folded
+// (agent/stack_folding.h) or kept. One round can so give both views.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <unordered_map>
 
 #include "agent/round_samples.h"
+#include "agent/stack_folding.h"
 #include "profile/profile_builder.h"
 #include "symbolize/symbol_cache.h"
 
@@ -32,6 +39,7 @@ struct AssemblerStats {
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
   uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
   uint64_t unreadable_interpreter_frames = 0;  // shown as "[unknown RUNTIME]"
+  uint64_t folded_frames = 0;  // interpreter-internal native frames folded (the first folded view's)
 };
 
 class ProfileAssembler {
@@ -44,17 +52,38 @@ class ProfileAssembler {
       : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins),
         executables_(executables), symbols_(symbolizer) {}
 
-  ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
-                          int64_t duration_ns);
+  // One profile per entry of `fold` (true: the interpreter's own native
+  // frames folded into the interpreter frames they run; false: every frame),
+  // all from one naming of the round's frames.
+  std::vector<ProfileBuilder> assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
+                                       int64_t duration_ns, const std::vector<bool>& fold);
+  ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns, int64_t duration_ns,
+                          bool fold = true) {
+    return std::move(assemble(round, period_ns, start_unix_ns, duration_ns, std::vector<bool>{fold}).front());
+  }
   const AssemblerStats& stats() const { return stats_; }
+  // The comment each profile carries to say which view it is.
+  static const char* const kFoldedComment;
+  static const char* const kKeptComment;
   // Names of native frames by (FileID, address), kept across rounds.
   const SymbolCache& symbol_cache() const { return symbols_; }
 
  private:
-  uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);
-  uint64_t kernel_location(ProfileBuilder& builder, uint64_t address);
-  uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, const omniprof_frame& frame);
-  uint64_t marker_location(ProfileBuilder& builder, const std::string& name);
+  // A frame as named, before it is put in a profile.
+  struct NamedFrame {
+    uint32_t mapping = 0;  // 1 + index into mappings_, 0 = none
+    uint64_t address = 0;
+    ProfileLine line;
+    FrameRole role = FrameRole::kNative;
+  };
+  using FrameIndex = uint32_t;  // into frames_
+
+  FrameIndex native_frame(int32_t pid, uint64_t address, bool leaf);
+  FrameIndex kernel_frame(uint64_t address);
+  FrameIndex plugin_frame(int32_t pid, const omniprof_frame& frame);
+  FrameIndex marker_frame(const std::string& name, const std::string& type = "");
+  FrameIndex add_frame(NamedFrame frame);
+  uint32_t add_mapping(const ProfileMapping& mapping);
 
   ProcessTracker& processes_;
   ElfSymbolizer& symbolizer_;
@@ -63,13 +92,18 @@ class ProfileAssembler {
   ExecutableInfoManager* executables_;
   AssemblerStats stats_;
   SymbolCache symbols_;
-  // Per assemble(): (pid, address, leaf) -> location id.
-  std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
-  std::unordered_map<uint64_t, uint64_t> kernel_cache_;
-  // Per assemble(): (pid, address, detail, kind) -> location id, so a plugin
+  // Per assemble(): the round's named frames and mappings.
+  std::vector<NamedFrame> frames_;
+  std::vector<ProfileMapping> mappings_;
+  std::map<ProfileMapping, uint32_t> mapping_index_;
+  // Per assemble(): (pid, address, leaf) -> frame.
+  std::map<std::tuple<int32_t, uint64_t, bool>, FrameIndex> native_cache_;
+  std::unordered_map<uint64_t, FrameIndex> kernel_cache_;
+  std::unordered_map<std::string, FrameIndex> marker_cache_;
+  // Per assemble(): (pid, address, detail, kind) -> frame, so a plugin
   // names each distinct interpreter frame once per round.
   using PluginFrameKey = std::tuple<int32_t, uint64_t, uint32_t, uint8_t>;
-  std::map<PluginFrameKey, uint64_t> plugin_cache_;
+  std::map<PluginFrameKey, FrameIndex> plugin_cache_;
 };
 
 }  // namespace omniprof

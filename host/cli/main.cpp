@@ -75,12 +75,12 @@ int cmd_config(const std::string& config_path) {
 void print_top(const ProfileBuilder& profile, size_t n) {
   int64_t total = profile.total_samples();
   std::cout << fmt::format("{} samples, top {} functions by self time:\n", total, n);
-  std::cout << fmt::format("{:>8} {:>6} {:>8} {:>6}  {}\n", "flat", "flat%", "cum", "cum%", "function");
+  std::cout << fmt::format("{:>8} {:>6} {:>8} {:>6}  {:<7} {}\n", "flat", "flat%", "cum", "cum%", "kind", "function");
   for (const auto& f : profile.top_functions(n)) {
     double flat_pct = total ? 100.0 * f.flat / total : 0;
     double cum_pct = total ? 100.0 * f.cumulative / total : 0;
-    std::cout << fmt::format("{:>8} {:>5.1f}% {:>8} {:>5.1f}%  {}\n", f.flat, flat_pct, f.cumulative,
-                             cum_pct, f.function);
+    std::cout << fmt::format("{:>8} {:>5.1f}% {:>8} {:>5.1f}%  {:<7} {}\n", f.flat, flat_pct, f.cumulative,
+                             cum_pct, f.type, f.function);
   }
 }
 
@@ -89,10 +89,16 @@ void print_stats(const Agent& agent, std::ostream& out) {
   for (const auto& line : agent.stats()) out << fmt::format("  {:<40} {}\n", line.name, line.value);
 }
 
+struct RecordViews {
+  bool keep_interpreter_internals = false;  // --keep-interpreter-internals
+  std::string other_view_output;            // --other-view-output FILE
+};
+
 int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<int32_t>& pids,
-               uint32_t seconds, const std::string& output, size_t top, bool bpf_stats) {
+               uint32_t seconds, const std::string& output, size_t top, bool bpf_stats, const RecordViews& views) {
   Config config = load_config(config_path, kRecordDefaultFrequencyHz);
   if (hz) config.frequency_hz = hz;
+  if (views.keep_interpreter_internals) config.fold_interpreter_internals = false;
   if (!pids.empty()) config.pids = pids;
   for (int32_t pid : config.pids) {
     if (kill(pid, 0) != 0 && errno == ESRCH) fail(fmt::format("-p {}: no such process", pid));
@@ -100,6 +106,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   // Before any BPF is loaded: a profile that could not be written at the end
   // would waste the whole recording.
   if (auto r = check_profile_writable(output); !r) fail(r.error().message, 2);
+  if (!views.other_view_output.empty()) {
+    if (auto r = check_profile_writable(views.other_view_output); !r) fail(r.error().message, 2);
+  }
   set_log_level(config.log_level);
   Agent agent(config, bpf_stats);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
@@ -122,10 +131,19 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   if (tty) std::cerr << "\n";
   // Stop sampling first so that every sample counted lands in the profile.
   agent.stop_sampling();
-  ProfileBuilder profile = agent.finish_round();
+  std::vector<bool> fold{config.fold_interpreter_internals};
+  if (!views.other_view_output.empty()) fold.push_back(!config.fold_interpreter_internals);
+  std::vector<ProfileBuilder> profiles = agent.finish_round(fold);
+  const ProfileBuilder& profile = profiles.front();
   agent.stop();
   if (auto r = profile.write_gzip(output); !r) fail(r.error().message, 1);
-  std::cout << fmt::format("wrote {} ({} samples)\n", output, profile.total_samples());
+  std::cout << fmt::format("wrote {} ({} samples, interpreter internals {})\n", output, profile.total_samples(),
+                           fold.front() ? "folded" : "kept");
+  if (profiles.size() > 1) {
+    if (auto r = profiles[1].write_gzip(views.other_view_output); !r) fail(r.error().message, 1);
+    std::cout << fmt::format("wrote {} (the same samples, interpreter internals {})\n", views.other_view_output,
+                             fold[1] ? "folded" : "kept");
+  }
   print_top(profile, top);
   print_stats(agent, std::cout);
   return 0;
@@ -278,6 +296,13 @@ int main(int argc, char** argv) {
   record->add_option("--top", top, "functions to print");
   bool bpf_stats = false;
   record->add_flag("--bpf-stats", bpf_stats, "time the BPF programs and print their cost per sample");
+  RecordViews views;
+  record->add_flag("--keep-interpreter-internals", views.keep_interpreter_internals,
+                   "show every native frame of the Python/Ruby interpreter instead of folding them into the "
+                   "Python/Ruby frames they run (config: profile.interpreter_internals: keep)");
+  record->add_option("--other-view-output", views.other_view_output,
+                     "also write the same samples with interpreter internals the other way (kept if the profile "
+                     "folds them, folded if it keeps them), to compare");
 
   uint32_t rounds = 0;
   auto* run = app.add_subcommand("run", "profile continuously, one pprof file per round");
@@ -299,7 +324,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*record) return cmd_record(config_path, hz, pids, seconds, output, top, bpf_stats);
+    if (*record) return cmd_record(config_path, hz, pids, seconds, output, top, bpf_stats, views);
     if (*run) return cmd_run(config_path, rounds);
     if (*plugins) return cmd_plugins(config_path);
     if (*config_command) return cmd_config(config_path);

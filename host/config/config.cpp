@@ -73,7 +73,7 @@ class DocumentApplier {
                                        describe(root)));
     }
     auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
-                                         "runtimes", "pids", "maps", "log_level"});
+                                         "runtimes", "pids", "maps", "log_level", "profile"});
     if (!entries) return entries.error();
     for (const Located& entry : *entries) {
       Result<void> applied = apply_top_level(entry);
@@ -127,6 +127,15 @@ class DocumentApplier {
               return read_unsigned(field, kExecutableMapRange, config_.executable_entries);
             return read_unsigned(field, kProcessMapRange, config_.process_entries);
           });
+    }
+    if (key == "profile") {
+      return apply_section(entry, {"interpreter_internals"}, [&](const Located& field) -> Result<void> {
+        if (field.node.IsScalar() && (field.node.Scalar() == "fold" || field.node.Scalar() == "keep")) {
+          config_.fold_interpreter_internals = field.node.Scalar() == "fold";
+          return ok();
+        }
+        return error_at(field, fmt::format("expected fold or keep, got {}", describe(field.node)));
+      });
     }
     // mapping_entries() let only the known keys through.
     return read_log_level(entry);

@@ -41,6 +41,11 @@ struct Config {
   uint32_t unwind_memory_mb = OMNIPROF_DEFAULT_UNWIND_MEMORY_MB;
   uint32_t executable_entries = 2048;     // maps.executables: executables with unwind tables
   std::string log_level = "info";         // debug, info, warn or error
+  // profile.interpreter_internals: "fold" (native frames of the interpreter's
+  // own code fold into the Python/Ruby frames they run: their samples are
+  // that function's self time) or "keep" (every native frame, for people
+  // working on the interpreter itself). agent/stack_folding.h.
+  bool fold_interpreter_internals = true;
 
   // True unless the config disables `runtime`: a third-party plugin's runtime
   // that the config does not mention is enabled.

@@ -16,6 +16,7 @@
 
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_support.h"
+#include "profile/frame_type.h"
 #include "log/logger.h"
 #include "omniprof/bpf/abi.h"
 #include "omniprof/support/process_memory.h"
@@ -350,6 +351,16 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
   p.name = e->name;
   p.runtime = e->runtime;
   p.version = e->version;
+  // What profiles call its frames; a 2.1 plugin (no frame_type) by its
+  // runtime, made a valid type.
+  if (p.hooks.frame_type) {
+    p.frame_type = p.hooks.frame_type;
+    if (!valid_frame_type(p.frame_type)) {
+      return make_error(fmt::format("its frame_type '{}' is not 1 to 31 of [a-z0-9_]", p.frame_type));
+    }
+  } else {
+    p.frame_type = frame_type_from_name(p.runtime);
+  }
   return ok();
 }
 

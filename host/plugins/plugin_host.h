@@ -37,6 +37,9 @@ struct Plugin {
   std::string name;
   std::string runtime;
   std::string version;
+  // The type of its frames in profiles (omniprof_plugin.frame_type, else the
+  // runtime): "python", "ruby", "jit".
+  std::string frame_type;
   PluginState state = PluginState::kRefused;
   std::string reason;  // why refused or disabled
   std::string abi_versions;  // "plugin ABI 2.2, BPF ABI 5" once its entry was read

@@ -194,7 +194,7 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   return snapshot;
 }
 
-void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
+void ProcessTracker::publish(ProcessSnapshot& snapshot) {
   if (executables_) {
     std::vector<uint64_t> seen;
     for (size_t i = 0; i < snapshot.executables.size(); ++i) {
@@ -238,6 +238,9 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
                              mappings.size(), names.data()};
+    snapshot.runtime.clear();
+    snapshot.runtime_version.clear();
+    snapshot.interpreter_file_ids.clear();
     for (Plugin* plugin : plugins_in_claim_order(plugins_->plugins())) {
       omniprof_process_attach attach{};
       std::string error;
@@ -250,6 +253,13 @@ void ProcessTracker::publish(const ProcessSnapshot& snapshot) {
           info.interpreter_ranges[r] = {attach.interpreter_ranges[r].start, attach.interpreter_ranges[r].end};
         }
         info.num_interpreter_ranges = ranges;
+        snapshot.runtime = plugin->runtime;
+        snapshot.runtime_version.assign(attach.runtime_version,
+                                        strnlen(attach.runtime_version, sizeof(attach.runtime_version)));
+        const uint32_t files = std::min<uint32_t>(attach.num_interpreter_file_ids, OMNIPROF_MAX_INTERPRETER_FILES);
+        for (uint32_t f = 0; f < files; ++f) {
+          if (attach.interpreter_file_ids[f] != 0) snapshot.interpreter_file_ids.push_back(attach.interpreter_file_ids[f]);
+        }
         break;
       }
       if (status != OMNIPROF_NOT_MINE) {
@@ -372,10 +382,6 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   if (!snapshot) return old;
   count(&ProcessTrackerStats::maps_refreshes);
   if (old && same_mappings(*old, *snapshot)) return old;
-  if (old) {
-    snapshot->runtime = old->runtime;
-    snapshot->runtime_version = old->runtime_version;
-  }
   publish(*snapshot);  // before releasing the old mappings: what both map stays loaded
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -48,6 +48,10 @@ struct ProcessSnapshot {
   std::vector<ExecutableRef> executables;  // parallel to mappings
   std::string runtime;                // plugin that recognised the process, if any
   std::string runtime_version;
+  // The files whose native code is that interpreter's own (its plugin's
+  // omniprof_process_attach.interpreter_file_ids): their frames fold into
+  // the interpreter frames they serve (agent/stack_folding.h).
+  std::vector<uint64_t> interpreter_file_ids;
   bool exited = false;
   std::string vdso_path;  // a copy of the process's [vdso] image, if read
 
@@ -103,8 +107,10 @@ class ProcessTracker {
  private:
   std::shared_ptr<ProcessSnapshot> describe(int32_t pid);
   void resolve_executables(ProcessSnapshot& snapshot);
-  // Takes references on the snapshot's executables, then writes process_info.
-  void publish(const ProcessSnapshot& snapshot);
+  // Takes references on the snapshot's executables, asks the plugins which
+  // runtime it is (noting the answer in the snapshot), then writes
+  // process_info.
+  void publish(ProcessSnapshot& snapshot);
   void release(const ProcessSnapshot& snapshot);
   // Nothing mapped or unmapped: a refresh has nothing to publish.
   static bool same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b);

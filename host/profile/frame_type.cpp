@@ -17,6 +17,15 @@ bool valid_frame_type(std::string_view type) {
   return true;
 }
 
+std::string frame_type_from_name(std::string_view name) {
+  std::string type;
+  for (char c : name.substr(0, 31)) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    type += ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) ? c : '_';
+  }
+  return type.empty() ? "other" : type;
+}
+
 std::string frame_type_of(std::string_view name, std::string_view system_name, std::string_view mapping_file) {
   if (system_name.size() > name.size() + 1 && system_name.substr(system_name.size() - name.size()) == name &&
       system_name[system_name.size() - name.size() - 1] == ':') {

@@ -25,6 +25,10 @@ std::string typed_system_name(std::string_view type, std::string_view name);
 // Whether `type` may be a frame type: 1 to 31 of [a-z0-9_].
 bool valid_frame_type(std::string_view type);
 
+// `name` lowercased, each character outside [a-z0-9_] made '_', cut to 31
+// ("other" if empty): the type of a plugin that names none.
+std::string frame_type_from_name(std::string_view name);
+
 // The type of a frame read back from a profile: the plugin's type when
 // system_name is "<type>:<name>", else "kernel" for the kernel's mapping,
 // else "native".

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "omniprof/support/unique_fd.h"
+#include "profile/frame_type.h"
 
 namespace omniprof {
 namespace {
@@ -327,31 +328,31 @@ Result<void> ProfileBuilder::write_gzip(const std::string& path) const {
   return write_file_atomically(path, *compressed);
 }
 
-std::vector<std::string> ProfileBuilder::function_names(const LocationEntry& location) const {
-  std::vector<std::string> names;
+std::vector<std::pair<std::string, std::string>> ProfileBuilder::function_names(const LocationEntry& location) const {
+  std::vector<std::pair<std::string, std::string>> names;
   names.reserve(location.lines.size());
+  const std::string& mapping_file = location.mapping_id != 0 ? strings_[mappings_[location.mapping_id - 1].file] : strings_[0];
   for (const LineEntry& line : location.lines) {
-    const std::string& name = strings_[functions_[line.function_id - 1].name];
-    if (!name.empty()) names.push_back(name);
+    const FunctionEntry& function = functions_[line.function_id - 1];
+    const std::string& name = strings_[function.name];
+    if (!name.empty()) names.emplace_back(name, frame_type_of(name, strings_[function.system_name], mapping_file));
   }
   if (!names.empty()) return names;
   // Named the way `pprof -top` names it, so the two summaries agree: by the
   // mapped file when there is one, else unknown.
-  if (location.mapping_id != 0) {
-    const std::string& file = strings_[mappings_[location.mapping_id - 1].file];
-    if (!file.empty()) {
-      std::string_view basename = file;
-      basename.remove_prefix(basename.rfind('/') + 1);  // npos + 1 == 0: no '/'
-      // Appended piecewise: "[" + std::string trips g++ 12's bogus -Wrestrict.
-      std::string name;
-      name.reserve(basename.size() + 2);
-      name += '[';
-      name += basename;
-      name += ']';
-      return {name};
-    }
+  const std::string type = frame_type_of("", "", mapping_file);
+  if (!mapping_file.empty()) {
+    std::string_view basename = mapping_file;
+    basename.remove_prefix(basename.rfind('/') + 1);  // npos + 1 == 0: no '/'
+    // Appended piecewise: "[" + std::string trips g++ 12's bogus -Wrestrict.
+    std::string name;
+    name.reserve(basename.size() + 2);
+    name += '[';
+    name += basename;
+    name += ']';
+    return {{name, type}};
   }
-  return {"<unknown>"};
+  return {{"<unknown>", type}};
 }
 
 std::vector<FunctionCost> ProfileBuilder::top_functions(size_t n) const {
@@ -360,17 +361,21 @@ std::vector<FunctionCost> ProfileBuilder::top_functions(size_t n) const {
     if (key.location_ids.empty()) continue;  // no stack: nothing to charge
 
     // Flat: the innermost frame of the leaf location.
-    const std::string leaf = function_names(locations_[key.location_ids.front() - 1]).front();
-    costs[leaf].flat += count;
+    auto leaf = function_names(locations_[key.location_ids.front() - 1]).front();
+    FunctionCost& leaf_cost = costs[leaf.first];
+    leaf_cost.flat += count;
+    if (leaf_cost.type.empty()) leaf_cost.type = std::move(leaf.second);
 
     // Cumulative: every function on the stack, once however often it recurses.
-    std::set<std::string> on_stack;
+    std::map<std::string, std::string> on_stack;
     for (uint64_t id : key.location_ids) {
-      for (std::string& name : function_names(locations_[id - 1])) {
-        on_stack.insert(std::move(name));
-      }
+      for (auto& [name, type] : function_names(locations_[id - 1])) on_stack.emplace(std::move(name), std::move(type));
     }
-    for (const std::string& name : on_stack) costs[name].cumulative += count;
+    for (auto& [name, type] : on_stack) {
+      FunctionCost& cost = costs[name];
+      cost.cumulative += count;
+      if (cost.type.empty()) cost.type = std::move(type);
+    }
   }
 
   std::vector<FunctionCost> ranked;

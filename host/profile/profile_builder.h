@@ -65,6 +65,7 @@ struct SampleLabels {
 // (innermost) frame, cumulative = samples where it is anywhere on the stack.
 struct FunctionCost {
   std::string function;
+  std::string type;  // kernel, native, python, ruby, jit... (profile/frame_type.h)
   int64_t flat = 0;
   int64_t cumulative = 0;
 
@@ -168,9 +169,9 @@ class ProfileBuilder {
 
   int64_t intern(const std::string& s);
   uint64_t add_function(const ProfileLine& line);
-  // The function names top_functions() charges for a location, innermost
-  // first.
-  std::vector<std::string> function_names(const LocationEntry& location) const;
+  // The functions top_functions() charges for a location, innermost first:
+  // name and frame type.
+  std::vector<std::pair<std::string, std::string>> function_names(const LocationEntry& location) const;
 
   int64_t period_ns_;
   int64_t time_nanos_;

@@ -271,6 +271,12 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
     attach.interpreter_ranges[attach.num_interpreter_ranges++] = {start + bias, end + bias};
   }
   std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", version.c_str());
+  // The interpreter's own native code: the python executable and libpython
+  // (not extension modules, whose frames stay in the profile).
+  for (size_t i = 0; i < process.num_mappings; ++i) {
+    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
+    if (name && python_named(name)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
+  }
   bool first = processes_.find(pid) == processes_.end();
   processes_[pid] = PythonProcess{offsets, version};
   if (first) {
@@ -328,6 +334,7 @@ omniprof_plugin make_entry() {
       omniprof::sdk::make_plugin_entry("python", "0.1.0", "python", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
   omniprof::sdk::set_instance_hooks<PythonPlugin>(entry);
+  entry.frame_type = "python";
   entry.label_key = "python_gil";
   entry.label_values = kLabelValues;
   entry.num_label_values = sizeof(kLabelValues) / sizeof(kLabelValues[0]);

@@ -315,6 +315,12 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
   attach.num_interpreter_ranges = 1;
   attach.interpreter_ranges[0] = {info->vm_exec_range.first + bias, info->vm_exec_range.second + bias};
   std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", info->version_text.c_str());
+  // The interpreter's own native code: the ruby executable and libruby (not
+  // C extensions, whose frames stay in the profile).
+  for (size_t i = 0; i < process.num_mappings; ++i) {
+    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
+    if (name && ruby_named(name)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
+  }
   bool first = processes_.find(pid) == processes_.end();
   RubyProcess ruby{*shipped, {}, info->version_text};
   if (info->global_symbols) ruby.addresses.global_symbols = info->global_symbols + bias;
@@ -397,6 +403,7 @@ omniprof_plugin make_entry() {
   omniprof_plugin entry = omniprof::sdk::make_plugin_entry("ruby", "0.1.0", "ruby", OMNIPROF_MODULE_RBPERF,
                                                            ruby_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
+  entry.frame_type = "ruby";
   omniprof::sdk::set_instance_hooks<RubyPlugin>(entry);
   return entry;
 }

@@ -132,16 +132,20 @@ std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid
   return out;
 }
 
-std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
-                                            const std::vector<std::string>& options) {
+namespace {
+
+// `go tool pprof ARGS`, with a private HOME and Go cache.
+CommandResult go_pprof(const std::vector<std::string>& args) {
   std::string home = temp_dir("gohome");
   setenv("HOME", home.c_str(), 0);
   setenv("GOCACHE", (home + "/cache").c_str(), 0);
   setenv("GOFLAGS", "-mod=mod", 0);
-  std::vector<std::string> argv = {"go", "tool", "pprof", "-traces", "-sample_index=samples", "-symbolize=none"};
-  argv.insert(argv.end(), options.begin(), options.end());
-  argv.push_back(profile_path);
-  auto result = run_command(argv);
+  std::vector<std::string> argv = {"go", "tool", "pprof"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+std::vector<PprofTrace> parse_traces(const CommandResult& result, std::string* error) {
   std::vector<PprofTrace> traces;
   if (result.exit_code != 0) {
     if (error) *error = "go tool pprof failed: " + result.err;
@@ -157,6 +161,7 @@ std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std
   static const std::regex separator(R"(^-+\+-+$)");
   static const std::regex label(R"(^\s*([A-Za-z_]+):\s+\[?([^\]]*)\]?\s*$)");
   static const std::regex first_frame(R"(^\s*([0-9]+)\s+(\S.*)$)");
+  static const std::regex first_frame_time(R"(^\s*([0-9.]+[a-z]*s)\s+(\S.*)$)");
   static const std::regex frame(R"(^\s+(\S.*)$)");
   auto flush = [&] {
     if (in_block && current.count > 0) traces.push_back(current);
@@ -175,6 +180,9 @@ std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std
     } else if (current.count == 0 && std::regex_match(line, m, first_frame)) {
       current.count = std::stoll(m[1]);
       current.frames.push_back(m[2]);
+    } else if (current.count == 0 && std::regex_match(line, m, first_frame_time)) {
+      current.count = 1;  // a CPU time ("10.10ms"): the user's default view; counted once
+      current.frames.push_back(m[2]);
     } else if (current.count > 0 && std::regex_match(line, m, frame)) {
       current.frames.push_back(m[1]);
     }
@@ -182,6 +190,48 @@ std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std
   flush();
   if (traces.empty() && error) *error = "no traces in go tool pprof output: " + result.out.substr(0, 2000);
   return traces;
+}
+
+}  // namespace
+
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options) {
+  std::vector<std::string> args = {"-traces", "-sample_index=samples", "-symbolize=none"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.push_back(profile_path);
+  return parse_traces(go_pprof(args), error);
+}
+
+std::vector<PprofTrace> read_traces_as_user(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options) {
+  std::vector<std::string> args = {"-traces"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.push_back(profile_path);
+  return parse_traces(go_pprof(args), error);
+}
+
+std::vector<PprofTopRow> read_top_as_user(const std::string& profile_path, std::string* error,
+                                          const std::vector<std::string>& options, std::string* output) {
+  std::vector<std::string> args = {"-top", "-nodecount=100000"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.push_back(profile_path);
+  CommandResult result = go_pprof(args);
+  if (output) *output = result.out;
+  std::vector<PprofTopRow> rows;
+  if (result.exit_code != 0) {
+    if (error) *error = "go tool pprof -top failed: " + result.err;
+    return rows;
+  }
+  // "     1.20s 85.71% 85.71%      1.20s 85.71%  burn"
+  static const std::regex row(R"(^\s*\S+\s+([0-9.]+)%\s+[0-9.]+%\s+\S+\s+([0-9.]+)%\s+(.*)$)");
+  std::istringstream in(result.out);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, row)) rows.push_back({std::stod(m[1]), std::stod(m[2]), m[3]});
+  }
+  if (rows.empty() && error) *error = "no rows in go tool pprof -top output: " + result.out.substr(0, 2000);
+  return rows;
 }
 
 FrameLocation split_frame_location(const std::string& frame) {

@@ -74,6 +74,25 @@ struct PprofTrace {
 std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
                                             const std::vector<std::string>& options = {});
 
+// The same as a user reads it: `go tool pprof -traces [options] PROFILE`,
+// nothing else (pprof's own demangling and name simplification included).
+std::vector<PprofTrace> read_traces_as_user(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options = {});
+
+// One row of `go tool pprof -top`: flat and cumulative percentages of the
+// total pprof shows, and the name as printed.
+struct PprofTopRow {
+  double flat_percent = 0;
+  double cum_percent = 0;
+  std::string name;
+};
+// `go tool pprof -top -nodecount=N [options] PROFILE`, as a user runs it; its
+// rows, heaviest first; empty with `*error` set when pprof fails. `output`
+// (optional) gets pprof's whole output, for failure messages.
+std::vector<PprofTopRow> read_top_as_user(const std::string& profile_path, std::string* error,
+                                          const std::vector<std::string>& options = {},
+                                          std::string* output = nullptr);
+
 // A frame of `go tool pprof -traces -lines` split into its function and its
 // "file:line" (file empty, line 0 when the frame has none).
 struct FrameLocation {

@@ -64,21 +64,29 @@ inline bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
 struct RecordedProfile {
   int status = -1;
   std::string output;
-  std::vector<Sample> samples;
+  std::vector<Sample> samples;  // of the profile with every native frame kept
   std::string error;
+  // The same samples as `record` writes them by default (the interpreter's
+  // internals folded into its frames): what a user opens.
+  std::string folded_profile;
 };
 
 // Records `pids` for `seconds` at 199 Hz, with `environment` (e.g.
-// "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop") set for the agent.
+// "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop") set for the agent. The stacks are
+// judged with every native frame (--keep-interpreter-internals); the folded
+// view of the same samples is written beside (--other-view-output).
 inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::string& seconds,
                                    const std::string& environment = "") {
   const std::string dir = temp_dir("record");
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
-  std::string command = environment + (environment.empty() ? "" : " ") + "exec \"$0\" record -d " + seconds + " -F 199";
+  const std::string folded = dir + "/profile-folded.pb.gz";
+  std::string command = environment + (environment.empty() ? "" : " ") + "exec \"$0\" record -d " + seconds +
+                        " -F 199 --keep-interpreter-internals";
   for (pid_t pid : pids) command += " -p " + std::to_string(pid);
-  command += " -o \"$1\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
+  command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, folded});
   RecordedProfile recorded;
+  recorded.folded_profile = folded;
   recorded.status = record.wait();
   recorded.output = slurp(log);
   if (recorded.status == 0) recorded.samples = read_samples(profile, &recorded.error);

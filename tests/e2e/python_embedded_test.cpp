@@ -102,7 +102,9 @@ class BackgroundRecord {
 };
 
 CommandResult record(const std::string& binary, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {binary, "record"};
+  // The embedding program's stack is judged through the interpreter's own
+  // frames (its evaluation loop): every native frame kept.
+  std::vector<std::string> argv = {binary, "record", "--keep-interpreter-internals"};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv);
 }

@@ -61,8 +61,14 @@ struct HotFunction {
 struct Recording {
   std::string failure;  // why the recording could not be judged; empty when it can
   std::string record_output;
+  // The profile with every native frame (--keep-interpreter-internals'
+  // view, written by --other-view-output): what the tests of stacks judge.
   std::vector<Sample> samples;
-  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, exits = 0, native = 0;
+  // The profile as written by default (the interpreter's internals folded):
+  // what a user opens.
+  std::string folded_profile;
+  std::vector<std::string> folding_names;  // python_folding.py's functions, as the interpreter names them
+  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, exits = 0, native = 0, folding = 0, cext = 0;
   std::optional<int> exits_status_at_record_end;  // the exiting process's exit code, if it had ended
   std::vector<HotFunction> hot;                   // python_shares.py's own figures
   std::map<std::string, std::string> thread_tids;  // thread_one_work -> its tid
@@ -87,6 +93,8 @@ Recording make_recording(const Interpreter& python) {
   const std::string dir = temp_dir("python-" + python.name);
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
+  const std::string kept_profile = dir + "/profile-kept.pb.gz", names_out = dir + "/folding-names.txt";
+  r.folded_profile = profile;
 
   // The shares are judged to 5 points, which takes many samples of that one
   // thread, in long stretches on a CPU: it runs at a higher priority than
@@ -99,8 +107,11 @@ Recording make_recording(const Interpreter& python) {
   BackgroundProcess threads({python.path, script("python_threads.py"), kWorkloadSeconds, threads_out});
   BackgroundProcess exits({python.path, script("python_exits.py"), kExitingSeconds});
   BackgroundProcess native({workload("chain"), kWorkloadSeconds});
+  BackgroundProcess folding({python.path, script("python_folding.py"), kWorkloadSeconds, names_out});
+  BackgroundProcess cext({python.path, script("python_cext.py"), kWorkloadSeconds});
   r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
   r.threads = threads.pid(), r.exits = exits.pid(), r.native = native.pid();
+  r.folding = folding.pid(), r.cext = cext.pid();
   // The threads' tids are known once all three run; python_exits.py must
   // have its SIGUSR1 handler before the signal comes.
   if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
@@ -110,11 +121,11 @@ Recording make_recording(const Interpreter& python) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
-  for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.exits, r.native}) {
+  for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.exits, r.native, r.folding, r.cext}) {
     command += " -p " + std::to_string(pid);
   }
-  command += " -o \"$1\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log});
+  command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, kept_profile});
   if (!wait_for_sampling(record.pid(), log, std::chrono::seconds(120))) {
     record.wait();
     r.failure = "omniprof record never sampled: " + slurp(log);
@@ -142,8 +153,16 @@ Recording make_recording(const Interpreter& python) {
   std::string name, tid;
   while (tids >> name >> tid) r.thread_tids[name] = tid;
 
+  std::istringstream names(slurp(names_out));
+  for (std::string line; std::getline(names, line);) {
+    if (!line.empty()) r.folding_names.push_back(line);
+  }
+  if (r.folding_names.empty()) {
+    r.failure = "python_folding.py wrote no names to " + names_out;
+    return r;
+  }
   std::string error;
-  r.samples = read_samples(profile, &error);
+  r.samples = read_samples(kept_profile, &error);
   if (r.samples.empty()) r.failure = error;
   return r;
 }
@@ -411,6 +430,77 @@ TEST_P(PythonProfileTest, PlainCProgramBesideThemIsNotClaimed) {
   EXPECT_EQ(r.record_output.find("python: pid " + std::to_string(r.native)), std::string::npos) << r.record_output;
   // The Python processes were walked by the plugin.
   EXPECT_NE(r.record_output.find("python.frames"), std::string::npos) << r.record_output;
+}
+
+// What a user sees first: `go tool pprof -top` of the profile omniprof wrote
+// by default, focused on the process. burn() runs integer arithmetic (the
+// interpreter's own C code: long objects, the evaluation loop); folded, all
+// of it is burn's self time.
+TEST_P(PythonProfileTest, HotLoopIsItsFunctionsSelfTimeInPprofTop) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  std::string error, output;
+  auto rows = read_top_as_user(r.folded_profile, &error, {"-tagfocus=pid=" + std::to_string(r.folding)}, &output);
+  ASSERT_FALSE(rows.empty()) << error;
+  double burn = 0, total = 0;
+  for (const auto& row : rows) {
+    total += row.flat_percent;
+    if (row.name == "burn") burn = row.flat_percent;
+  }
+  ASSERT_GT(total, 99.0) << "the focused rows do not add up to the process's samples:\n" << output;
+  EXPECT_GE(burn, 80.0) << "burn has " << burn << "% of python_folding.py's flat time in go tool pprof -top:\n"
+                        << output;
+  // The view is named in the profile.
+  auto comments = run_command({"go", "tool", "pprof", "-comments", r.folded_profile});
+  EXPECT_NE(comments.out.find("interpreter_internals=fold"), std::string::npos) << comments.out << comments.err;
+}
+
+// pprof readers took `<module>` for a C++ template and printed a blank: every
+// function name the interpreter gives is printed verbatim by
+// `go tool pprof -traces`, run as a user runs it.
+TEST_P(PythonProfileTest, InterpreterNamesAppearVerbatimInPprofTraces) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  std::string error;
+  auto traces = traces_of_pid(read_traces_as_user(r.folded_profile, &error), r.folding);
+  ASSERT_FALSE(traces.empty()) << error;
+  std::set<std::string> seen;
+  for (const auto& t : traces) seen.insert(t.frames.begin(), t.frames.end());
+  for (const std::string& name : r.folding_names) {
+    if (name == "record_names") continue;
+    EXPECT_EQ(seen.count(name), 1u) << "'" << name << "' (as the interpreter names it) is not in go tool pprof -traces";
+  }
+  // The names pprof used to blank: in traces, each as a frame of its own.
+  for (const char* bracketed : {"<module>", "<lambda>"}) EXPECT_EQ(seen.count(bracketed), 1u) << bracketed;
+  EXPECT_EQ(seen.count(""), 0u) << "a blank frame name";
+}
+
+// Folding keeps what is not the interpreter's: a Python function hashing or
+// compressing has OpenSSL's or the hash module's, and libz's, frames as the
+// leaf, not itself.
+TEST_P(PythonProfileTest, CExtensionFramesStayTheLeafWhenInternalsAreFolded) {
+  OMNIPROF_PYTHON_RECORDING(r);
+  std::string error;
+  auto samples = samples_of_pid(read_samples(r.folded_profile, &error), r.cext);
+  ASSERT_FALSE(samples.empty()) << error;
+  std::map<std::string, int64_t> in, native_leaf;
+  std::map<std::string, std::string> counterexample;
+  for (const Sample& s : samples) {
+    auto py = python_frames(s);
+    if (py.empty() || (py[0].function != "digest_work" && py[0].function != "compress_work")) continue;
+    const std::string& work = py[0].function;
+    in[work] += s.count;
+    if (!is_python_frame(s.frames.front())) {
+      native_leaf[work] += s.count;
+    } else if (counterexample[work].empty()) {
+      counterexample[work] = s.text();
+    }
+  }
+  for (const char* work : {"digest_work", "compress_work"}) {
+    ASSERT_GE(in[work], 20) << "too few samples in " << work << " to judge\n" << r.record_output;
+    EXPECT_GE(native_leaf[work] * 100, in[work] * 90)
+        << native_leaf[work] << " of " << in[work] << " samples in " << work
+        << " have a native frame (the extension's, its library's) as the leaf; one that does not: "
+        << counterexample[work];
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, PythonProfileTest, ::testing::ValuesIn(interpreters()),

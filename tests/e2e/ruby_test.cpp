@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -90,8 +91,9 @@ struct HotMethod {
 struct Recording {
   std::string failure;  // why the recording could not be judged; empty when it can
   std::string record_output;
-  std::vector<Sample> samples;
-  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, required = 0, native = 0;
+  std::vector<Sample> samples;  // every native frame kept
+  std::string folded_profile;   // as `record` writes it by default
+  pid_t shares = 0, mixed = 0, recursion = 0, threads = 0, required = 0, native = 0, folding = 0;
   std::vector<HotMethod> hot;                      // ruby_shares.rb's own figures
   std::map<std::string, std::string> thread_tids;  // thread_one_work -> its tid
 
@@ -120,14 +122,17 @@ Recording make_recording(const Interpreter& ruby) {
   BackgroundProcess threads({ruby.path, script("ruby_threads.rb"), kWorkloadSeconds, threads_out});
   BackgroundProcess required({ruby.path, script("ruby_required.rb"), kWorkloadSeconds});
   BackgroundProcess native({workload("chain"), kWorkloadSeconds});
+  BackgroundProcess folding({ruby.path, script("ruby_folding.rb"), kWorkloadSeconds});
   r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
   r.threads = threads.pid(), r.required = required.pid(), r.native = native.pid();
+  r.folding = folding.pid();
   if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
     r.failure = "ruby_threads.rb wrote no " + threads_out;
     return r;
   }
   RecordedProfile recorded =
-      record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native}, kRecordSeconds);
+      record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native, r.folding}, kRecordSeconds);
+  r.folded_profile = recorded.folded_profile;
   const int record_status = recorded.status;
   r.record_output = recorded.output;
   shares.signal(SIGTERM);
@@ -170,6 +175,42 @@ const Recording& recording_of(const Interpreter& ruby) {
   ASSERT_TRUE(r.failure.empty()) << r.failure
 
 class RubyProfileTest : public ::testing::TestWithParam<Interpreter> {};
+
+// What a user sees first: `go tool pprof -top` of the profile omniprof writes
+// by default, focused on the process. Worker#burn's loop runs in the VM (the
+// interpreter's own C code); folded, all of it is Worker#burn's self time.
+TEST_P(RubyProfileTest, HotMethodIsItsSelfTimeInPprofTop) {
+  OMNIPROF_RUBY_RECORDING(r);
+  std::string error, output;
+  auto rows = read_top_as_user(r.folded_profile, &error, {"-tagfocus=pid=" + std::to_string(r.folding)}, &output);
+  ASSERT_FALSE(rows.empty()) << error;
+  double burn = 0, total = 0;
+  for (const auto& row : rows) {
+    total += row.flat_percent;
+    if (row.name == "Worker#burn") burn = row.flat_percent;
+  }
+  ASSERT_GT(total, 99.0) << "the focused rows do not add up to the process's samples:\n" << output;
+  EXPECT_GE(burn, 80.0) << "Worker#burn has " << burn << "% of ruby_folding.rb's flat time in go tool pprof -top:\n"
+                        << output;
+}
+
+// pprof readers printed `<main>` as `<unknown>` and `block (2 levels) in
+// <class:Worker>` as `block  in `: each is printed verbatim by
+// `go tool pprof -traces`, run as a user runs it.
+TEST_P(RubyProfileTest, RubyNamesAppearVerbatimInPprofTraces) {
+  OMNIPROF_RUBY_RECORDING(r);
+  std::string error;
+  auto traces = traces_of_pid(read_traces_as_user(r.folded_profile, &error), r.folding);
+  ASSERT_FALSE(traces.empty()) << error;
+  std::set<std::string> seen;
+  for (const auto& t : traces) seen.insert(t.frames.begin(), t.frames.end());
+  for (const char* name : {"Worker#burn", "block (2 levels) in <class:Worker>", "block in <class:Worker>",
+                           "<class:Worker>", "block in <main>", "<main>", "Kernel#loop", "Array#each"}) {
+    EXPECT_EQ(seen.count(name), 1u) << "'" << name << "' is not in go tool pprof -traces";
+  }
+  EXPECT_EQ(seen.count(""), 0u) << "a blank frame name";
+  EXPECT_EQ(seen.count("<unknown>"), 0u);
+}
 
 TEST_P(RubyProfileTest, HotMethodsHaveTheirFileLineCallersAndTheWorkloadsOwnShares) {
   OMNIPROF_RUBY_RECORDING(r);

@@ -158,7 +158,7 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
 TEST(ConfigTest, UnknownTopLevelKey) {
   EXPECT_EQ(parse_error("round_seconds: 5\nsampling_hz: 99\n"),
             "omniprof.yaml:2: sampling_hz: unknown key (known: sampling, round_seconds, output, "
-            "plugins, runtimes, pids, maps, log_level)");
+            "plugins, runtimes, pids, maps, log_level, profile)");
 }
 
 TEST(ConfigTest, UnknownNestedKey) {
@@ -274,6 +274,16 @@ TEST(ConfigTest, Runtimes) {
             "omniprof.yaml:2: runtimes.ruby: expected true or false, got nothing");
   EXPECT_EQ(parse_error("runtimes: [native]\n"),
             "omniprof.yaml:1: runtimes: expected a mapping, got a list");
+}
+
+TEST(ConfigTest, InterpreterInternalsFoldByDefaultOrAreKept) {
+  EXPECT_TRUE(parse("")->fold_interpreter_internals);
+  EXPECT_FALSE(parse("profile:\n  interpreter_internals: keep\n")->fold_interpreter_internals);
+  EXPECT_TRUE(parse("profile:\n  interpreter_internals: fold\n")->fold_interpreter_internals);
+  EXPECT_EQ(parse_error("profile:\n  interpreter_internals: hide\n"),
+            "omniprof.yaml:2: profile.interpreter_internals: expected fold or keep, got \"hide\"");
+  EXPECT_EQ(parse_error("profile:\n  native_frames: keep\n"),
+            "omniprof.yaml:2: profile.native_frames: unknown key (known: interpreter_internals)");
 }
 
 TEST(ConfigTest, WrongTypes) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "profile/frame_type.h"
 #include "profile/pprof_reader.h"
 #include "profile/profile_builder.h"
 
@@ -547,6 +548,54 @@ TEST_F(GoPprofTest, GoToolPprofReadsTheProfile) {
   ASSERT_EQ(tags.exit_status, 0) << tags.output;
   for (const char* expected : {"comm", "app", "swapper/0", "thread_name", "worker", "pid", "tid"}) {
     EXPECT_NE(tags.output.find(expected), std::string::npos) << expected << " in:\n" << tags.output;
+  }
+}
+
+// pprof takes a function whose system_name equals its name for a demangled
+// C++ name and strips what looks like template arguments from it: Python's
+// `<module>` prints as a blank. omniprof writes a plugin frame's system_name
+// as "<type>:<name>" (profile/frame_type.h), which tells pprof the name is
+// final. Read as a user reads it: no -symbolize=none.
+TEST_F(GoPprofTest, InterpreterNamesSurvivePprofsCppSimplification) {
+  const std::string go = find_on_path("go");
+  if (go.empty()) GTEST_SKIP() << "go not on PATH: cannot cross-check with go tool pprof";
+  ProfileBuilder builder(kPeriodNs, kTimeNanos);
+  const std::vector<std::pair<std::string, std::string>> typed = {
+      {"<module>", "python"},
+      {"Engine.finish.<locals>.closure", "python"},
+      {"block (2 levels) in <class:Worker>", "ruby"},
+      {"<main>", "ruby"},
+      {"Integer#times", "ruby"}};
+  std::vector<uint64_t> stack;
+  for (const auto& [name, type] : typed) {
+    stack.push_back(builder.add_location(0, 0, {ProfileLine{name, typed_system_name(type, name), "x", 1}}));
+  }
+  // The control: the same kind of name written the old way.
+  stack.push_back(builder.add_location(0, 0, {ProfileLine{"<control>", "", "x", 1}}));
+  builder.add_sample(stack, 3, SampleLabels{1, 1, "app", "main"});
+  const fs::path path = dir_ / "names.pb.gz";
+  ASSERT_TRUE(builder.write_gzip(path.string()).ok());
+
+  std::string env;
+  if (std::getenv("HOME") == nullptr) env += "HOME='" + (dir_ / "home").string() + "' ";
+  if (std::getenv("GOCACHE") == nullptr) env += "GOCACHE='" + (dir_ / "gocache").string() + "' ";
+  for (const char* view : {"-traces", "-top", "-tree"}) {
+    const CommandOutput out = run_shell(env + "'" + go + "' tool pprof " + view + " '" + path.string() + "'");
+    ASSERT_EQ(out.exit_status, 0) << out.output;
+    std::vector<std::string> lines;
+    std::istringstream in(out.output);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    for (const auto& [name, type] : typed) {
+      // The name ends a line (traces: "  name"; top: "... name"; tree: "... | name").
+      bool found = std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+        return line.size() >= name.size() + 1 && line.compare(line.size() - name.size(), name.size(), name) == 0 &&
+               line[line.size() - name.size() - 1] == ' ';
+      });
+      EXPECT_TRUE(found) << view << ": '" << name << "' not printed verbatim in:\n" << out.output;
+    }
+    // What the control shows that this is needed for.
+    EXPECT_EQ(out.output.find("<control>"), std::string::npos) << view << ": pprof no longer simplifies names:\n"
+                                                               << out.output;
   }
 }
 

@@ -216,6 +216,8 @@ omniprof_plugin make_entry() {
   omniprof_plugin entry = omniprof::sdk::make_plugin_entry("perfmap", "0.1.0", "perfmap", OMNIPROF_MODULE_THIRD_PARTY,
                                                            perfmap_bpf__elf_bytes, kPrograms, kStatNames);
   entry.create = create;
+  // JIT-compiled code (V8, the JVM, .NET, LuaJIT), whatever wrote the map.
+  entry.frame_type = "jit";
   omniprof::sdk::set_instance_hooks<PerfmapPlugin>(entry);
   return entry;
 }

@@ -51,6 +51,19 @@ omniprof_status guarded(char* error, Body&& body) noexcept {
   return OMNIPROF_ERR_INTERNAL;
 }
 
+// Names `file_id` as one of the files whose native code is the interpreter's
+// own (omniprof_process_attach.interpreter_file_ids, plugin ABI 2.2): once
+// each, 0 ignored; false when the attach has no room left.
+inline bool add_interpreter_file(omniprof_process_attach& attach, uint64_t file_id) {
+  if (file_id == 0) return true;
+  for (uint32_t i = 0; i < attach.num_interpreter_file_ids; ++i) {
+    if (attach.interpreter_file_ids[i] == file_id) return true;
+  }
+  if (attach.num_interpreter_file_ids >= OMNIPROF_MAX_INTERPRETER_FILES) return false;
+  attach.interpreter_file_ids[attach.num_interpreter_file_ids++] = file_id;
+  return true;
+}
+
 // A `struct omniprof_plugin` with the ABI fields filled in.
 constexpr omniprof_plugin make_plugin_entry() {
   omniprof_plugin entry{};
