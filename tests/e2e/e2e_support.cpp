@@ -212,7 +212,7 @@ std::vector<PprofTrace> read_traces_as_user(const std::string& profile_path, std
 
 std::vector<PprofTopRow> read_top_as_user(const std::string& profile_path, std::string* error,
                                           const std::vector<std::string>& options, std::string* output) {
-  std::vector<std::string> args = {"-top", "-nodecount=100000"};
+  std::vector<std::string> args = {"-top", "-nodecount=100000", "-nodefraction=0"};
   args.insert(args.end(), options.begin(), options.end());
   args.push_back(profile_path);
   CommandResult result = go_pprof(args);

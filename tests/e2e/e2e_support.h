@@ -86,8 +86,9 @@ struct PprofTopRow {
   double cum_percent = 0;
   std::string name;
 };
-// `go tool pprof -top -nodecount=N [options] PROFILE`, as a user runs it; its
-// rows, heaviest first; empty with `*error` set when pprof fails. `output`
+// `go tool pprof -top [options] PROFILE` as a user runs it, showing every
+// node (-nodecount, -nodefraction=0); its rows, heaviest first; percentages
+// are of the whole profile's total, focused or not; empty with `*error` set when pprof fails. `output`
 // (optional) gets pprof's whole output, for failure messages.
 std::vector<PprofTopRow> read_top_as_user(const std::string& profile_path, std::string* error,
                                           const std::vector<std::string>& options = {},

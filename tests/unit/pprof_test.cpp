@@ -360,18 +360,37 @@ TEST_F(PprofTest, TopFunctionsCountsFlatAtTheLeafAndCumulativeOncePerSample) {
 
   EXPECT_EQ(builder.total_samples(), 23);
   const std::vector<FunctionCost> expected = {
-      {"a", 5, 8},            // recursion counts once per sample in cumulative
-      {"b", 3, 5},            // twice on the inl stack (inlining caller, own frame): once
-      {"[libz.so.1]", 2, 2},  // both unsymbolized libz addresses; ties with inl: by name
-      {"inl", 2, 2},          // the innermost line of its location: the leaf
-      {"main", 1, 12},        // on every stack but the leaf-only ones
-      {"<unknown>", 1, 1},    // unsymbolized, no mapping
-      {"alpha", 1, 1},        // ties with zeta: by name
-      {"zeta", 1, 1},
+      {"a", "native", 5, 8},            // recursion counts once per sample in cumulative
+      {"b", "native", 3, 5},            // twice on the inl stack (inlining caller, own frame): once
+      {"[libz.so.1]", "native", 2, 2},  // both unsymbolized libz addresses; ties with inl: by name
+      {"inl", "native", 2, 2},          // the innermost line of its location: the leaf
+      {"main", "native", 1, 12},        // on every stack but the leaf-only ones
+      {"<unknown>", "native", 1, 1},    // unsymbolized, no mapping
+      {"alpha", "native", 1, 1},        // ties with zeta: by name
+      {"zeta", "native", 1, 1},
   };
   EXPECT_EQ(builder.top_functions(100), expected);
-  EXPECT_EQ(builder.top_functions(2), (std::vector<FunctionCost>{{"a", 5, 8}, {"b", 3, 5}}));
+  EXPECT_EQ(builder.top_functions(2),
+            (std::vector<FunctionCost>{{"a", "native", 5, 8}, {"b", "native", 3, 5}}));
   EXPECT_TRUE(builder.top_functions(0).empty());
+}
+
+TEST_F(PprofTest, TopFunctionsSayEachRowsKind) {
+  ProfileBuilder builder(kPeriodNs, kTimeNanos);
+  const uint64_t kernel = builder.add_mapping({0xffff800000000000, UINT64_MAX, 0, "[kernel.kallsyms]", "", true});
+  const uint64_t libc = builder.add_mapping({0x7f0000000000, 0x7f0000100000, 0, "/lib/libc.so.6", "", true});
+  const uint64_t k = builder.add_location(kernel, 0xffffffff81000010, {ProfileLine{"do_syscall_64", "", "", 0}});
+  const uint64_t n = builder.add_location(libc, 0x7f0000000010, {ProfileLine{"read", "", "", 0}});
+  const uint64_t py =
+      builder.add_location(0, 0, {ProfileLine{"<module>", typed_system_name("python", "<module>"), "a.py", 3}});
+  const uint64_t rb =
+      builder.add_location(0, 0, {ProfileLine{"<main>", typed_system_name("ruby", "<main>"), "a.rb", 1}});
+  builder.add_sample({k, n, py}, 3, SampleLabels{1, 1, "python3", "main"});
+  builder.add_sample({rb}, 2, SampleLabels{2, 2, "ruby", "main"});
+  std::map<std::string, std::string> kinds;
+  for (const FunctionCost& cost : builder.top_functions(10)) kinds[cost.function] = cost.type;
+  EXPECT_EQ(kinds, (std::map<std::string, std::string>{
+                       {"do_syscall_64", "kernel"}, {"read", "native"}, {"<module>", "python"}, {"<main>", "ruby"}}));
 }
 
 TEST_F(PprofTest, WriteIntoMissingDirectoryFailsNamingThePath) {

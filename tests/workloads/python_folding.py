@@ -1,14 +1,15 @@
-# What a profile reader sees of a Python program (issue: self time on Python
-# functions, names shown verbatim). The main thread spends nearly all its
-# time in burn() (integer arithmetic: the interpreter's own C code under one
-# Python function), and a little in functions whose names pprof readers used
-# to mangle: a lambda, a list comprehension, a generator expression, a
-# closure, all called from the module's top level (<module>).
+# What a profile reader sees of a Python program: self time on Python
+# functions, names shown verbatim.
 #
-#   python python_folding.py SECONDS NAMES_FILE
-#
-# Writes NAMES_FILE at start: one line per function as the interpreter names
-# it (co_qualname on 3.11+, else co_name), the oracle for the profile's names.
+#   python python_folding.py burn SECONDS
+#     spends its time in burn() (integer arithmetic: the interpreter's own C
+#     code under one Python function), called from the module's top level.
+#   python python_folding.py names SECONDS NAMES_FILE
+#     spends its time, in equal parts, in functions whose names pprof readers
+#     used to mangle: a lambda, a list comprehension, a generator expression,
+#     a closure, called from <module>. Writes NAMES_FILE at start: one line per
+#     function as the interpreter names it (co_qualname on 3.11+, else
+#     co_name), the oracle for the profile's names.
 from __future__ import print_function
 
 import sys
@@ -48,7 +49,7 @@ def code_name(code):
 
 
 def record_names(path):
-    names = [code_name(sys._getframe(1).f_code), code_name(burn.__code__), code_name(square.__code__)]
+    names = [code_name(sys._getframe(1).f_code), code_name(square.__code__)]
     # The comprehensions' own code objects: constants of comprehensions()
     # (3.12+ inlines list comprehensions: no code object, no frame).
     for const in comprehensions.__code__.co_consts:
@@ -64,12 +65,15 @@ def record_names(path):
     os.rename(path + ".tmp", path)
 
 
-deadline = time.time() + float(sys.argv[1])
-record_names(sys.argv[2])
+mode = sys.argv[1]
+deadline = time.time() + float(sys.argv[2])
+if mode == "names":
+    record_names(sys.argv[3])
 engine = Engine()
 while time.time() < deadline:
-    # About 90% of the time in burn(), the rest shared by the others.
-    burn(400000)
-    square(10000)
-    comprehensions(10000)
-    engine.finish(10000)
+    if mode == "burn":
+        burn(400000)
+    else:
+        square(20000)
+        comprehensions(10000)
+        engine.finish(20000)
