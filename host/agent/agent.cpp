@@ -321,6 +321,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.executables_evicted", es.evicted},
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},
+           {"host.frames_named_by_function_start", as.frames_named_by_function_start},
            {"host.symbolizer_errors", as.symbolizer_errors},
            {"host.interpreter_frames_unreadable", as.unreadable_interpreter_frames},
            {"host.samples_of_unknown_processes", as.unknown_processes},

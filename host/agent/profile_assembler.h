@@ -1,8 +1,11 @@
 // ProfileAssembler: turns a round's samples into a pprof profile. Native
 // frames are named from ELF symbol tables, kernel frames from kallsyms,
 // interpreter frames by the plugin whose slot produced them. A native frame
-// that cannot be named stays in the profile as module+0xoffset, an
-// interpreter frame as "[unknown RUNTIME]".
+// that no symbol names is named after the function around it, found from the
+// file's unwind information by the native plugin (module+0xSTART of that
+// function, so that all its samples are one row); one that no FDE covers
+// either stays module+0xoffset; an interpreter frame that cannot be named
+// is "[unknown RUNTIME]".
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 
 #include "agent/round_samples.h"
 #include "profile/profile_builder.h"
+#include "symbolize/function_start_cache.h"
 #include "symbolize/symbol_cache.h"
 
 namespace omniprof {
@@ -28,6 +32,9 @@ struct ProcMapping;
 struct AssemblerStats {
   uint64_t frames = 0;
   uint64_t unnamed_frames = 0;     // kept as module+0xoffset
+  // Frames no symbol names, named module+0xSTART after the function (FDE)
+  // around them (not in unnamed_frames).
+  uint64_t frames_named_by_function_start = 0;
   uint64_t unknown_processes = 0;  // samples of a process gone before it was read
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
   uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
@@ -55,6 +62,11 @@ class ProfileAssembler {
   uint64_t kernel_location(ProfileBuilder& builder, uint64_t address);
   uint64_t plugin_location(ProfileBuilder& builder, int32_t pid, const omniprof_frame& frame);
   uint64_t marker_location(ProfileBuilder& builder, const std::string& name);
+  // The start of the function around `elf_address` of file `file_id`, which
+  // no symbol names, from the native plugin's function_bounds; nullopt when
+  // no FDE covers it or it cannot be found.
+  std::optional<uint64_t> unnamed_function_start(uint64_t file_id, const std::string& host_path,
+                                                 uint64_t elf_address);
 
   ProcessTracker& processes_;
   ElfSymbolizer& symbolizer_;
@@ -63,6 +75,7 @@ class ProfileAssembler {
   ExecutableInfoManager* executables_;
   AssemblerStats stats_;
   SymbolCache symbols_;
+  FunctionStartCache function_starts_;
   // Per assemble(): (pid, address, leaf) -> location id.
   std::map<std::tuple<int32_t, uint64_t, bool>, uint64_t> native_cache_;
   std::unordered_map<uint64_t, uint64_t> kernel_cache_;

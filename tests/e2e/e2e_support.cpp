@@ -132,16 +132,22 @@ std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid
   return out;
 }
 
-std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
-                                            const std::vector<std::string>& options) {
+CommandResult run_go_pprof(const std::vector<std::string>& options, const std::string& profile_path) {
   std::string home = temp_dir("gohome");
   setenv("HOME", home.c_str(), 0);
   setenv("GOCACHE", (home + "/cache").c_str(), 0);
   setenv("GOFLAGS", "-mod=mod", 0);
-  std::vector<std::string> argv = {"go", "tool", "pprof", "-traces", "-sample_index=samples", "-symbolize=none"};
+  std::vector<std::string> argv = {"go", "tool", "pprof"};
   argv.insert(argv.end(), options.begin(), options.end());
   argv.push_back(profile_path);
-  auto result = run_command(argv);
+  return run_command(argv);
+}
+
+std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
+                                            const std::vector<std::string>& options) {
+  std::vector<std::string> argv = {"-traces", "-sample_index=samples", "-symbolize=none"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  auto result = run_go_pprof(argv, profile_path);
   std::vector<PprofTrace> traces;
   if (result.exit_code != 0) {
     if (error) *error = "go tool pprof failed: " + result.err;
