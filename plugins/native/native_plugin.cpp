@@ -66,7 +66,7 @@ struct NativeUnwinder {
   std::unique_ptr<UnwindTableStore> store;
   int stats_fd = -1;
   // Also without BPF: it only reads files.
-  FunctionRangesCache function_ranges;
+  FunctionRangesCache function_ranges{};
 };
 
 // "N malformed FDEs skipped (first: where: why)" for a table some of whose
@@ -144,7 +144,7 @@ uint32_t map_max_entries(int fd) {
 omniprof_status create(const omniprof_host_api* host, const char* /*data_dir*/,
                        uint32_t /*assigned_slot*/, void** instance, char* error) {
   return omniprof::sdk::guarded(error, [&] {
-    auto unwinder = std::make_unique<NativeUnwinder>(NativeUnwinder{omniprof::sdk::HostLog(host), nullptr, nullptr, -1, {}});
+    auto unwinder = std::make_unique<NativeUnwinder>(NativeUnwinder{omniprof::sdk::HostLog(host), nullptr, nullptr});
     int shards = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_SHARDS);
     int rules = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_RULES);
     int info = host->map_fd(host->host, OMNIPROF_MAP_UNWIND_INFO);

@@ -192,7 +192,7 @@ TEST(FunctionStartNamesTest, StrippedProgramHasOneRowPerFunctionHoldingEverySamp
   for (const auto& [name, functions] : functions_of_name) {
     EXPECT_EQ(functions.size(), 1u) << name << " holds " << functions.size() << " functions";
   }
-  for (const char* burn : {"burn_multiply", "burn_xorshift", "burn_rotate", "burn_divide", "burn_popcount",
+  for (const char* burn : {"burn_multiply", "burn_xorshift", "burn_rotate", "burn_divide", "burn_subtract",
                            "burn_branches", "burn_mix"}) {
     EXPECT_GE(samples_of_function[burn] * 100, program_samples * 3)
         << burn << ": " << samples_of_function[burn] << " of " << program_samples << " samples";

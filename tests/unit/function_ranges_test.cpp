@@ -5,6 +5,7 @@
 // (the host's per-function one).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,14 @@ using unwind::FunctionRanges;
 
 const std::string kSymbols = std::string(OMNIPROF_TEST_FIXTURES_DIR) + "/symbols";
 
-// The fixture's own functions (known_functions.h), emitted as real functions
-// with CFI, and main.
+// The fixture's functions compiled from C and C++ (known_functions.h), which
+// have CFI; the ones it defines in assembly have none.
 bool fixture_function(const ElfSymbol& symbol) {
-  return symbol.size > 0 && (symbol.name.find("omniprof_fixture_") != std::string::npos ||
-                             symbol.name.find("omniprof_fixture") != std::string::npos || symbol.name == "main");
+  static const std::set<std::string> kCompiled = {
+      "omniprof_fixture_alpha", "omniprof_fixture_beta", "omniprof_fixture_static_helper",
+      "_ZN16omniprof_fixture5scaleEi", "_ZN16omniprof_fixture5twiceEl", "_ZN16omniprof_fixture11Accumulator3addEl",
+      "main"};
+  return symbol.size > 0 && kCompiled.count(symbol.name) > 0;
 }
 
 TEST(FunctionRangesTest, StrippedBinaryGivesEachFunctionItsSymbolsStartAndEnd) {
@@ -55,7 +59,7 @@ TEST(FunctionRangesTest, StrippedBinaryGivesEachFunctionItsSymbolsStartAndEnd) {
       EXPECT_GE(found->end, symbol.value + symbol.size) << symbol.name;
     }
   }
-  EXPECT_GE(checked, 5u) << "too few fixture functions found in symbols_pie";
+  EXPECT_EQ(checked, 7u) << "too few fixture functions found in symbols_pie";
   // Before the first function and far past the code, nothing.
   EXPECT_FALSE(ranges->find(0));
   EXPECT_FALSE(ranges->find(uint64_t{1} << 60));
