@@ -9,7 +9,9 @@ Result<std::optional<FunctionBounds>> FunctionStartCache::lookup(uint64_t file_i
     auto after = file.functions.upper_bound(elf_address);
     if (after != file.functions.begin()) {
       auto function = std::prev(after);
-      if (elf_address < function->second) return std::optional<FunctionBounds>(FunctionBounds{function->first, function->second});
+      if (elf_address < function->second) {
+        return std::optional<FunctionBounds>(FunctionBounds{function->first, function->second});
+      }
     }
     if (file.uncovered.count(elf_address)) return std::optional<FunctionBounds>();
   }

@@ -82,7 +82,10 @@ RawProfile read_raw(const std::string& profile, std::string& error) {
 // The rows of `go tool pprof -top` (samples), every node: name -> flat count.
 std::map<std::string, int64_t> read_top(const std::string& profile, std::string& error, std::string* text = nullptr) {
   std::map<std::string, int64_t> rows;
-  auto result = run_go_pprof({"-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0", "-sample_index=samples", "-symbolize=none"}, profile);
+  // Every node: none dropped for a small share.
+  auto result = run_go_pprof(
+      {"-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0", "-sample_index=samples", "-symbolize=none"},
+      profile);
   if (result.exit_code != 0) {
     error = "go tool pprof -top failed: " + result.err;
     return rows;
@@ -222,8 +225,9 @@ TEST(FunctionStartNamesTest, StrippedProgramHasOneRowPerFunctionHoldingEverySamp
 
 // Debian's python3.11 is stripped: its static functions have no symbol. A
 // busy loop's samples in them form one row per function: a few hundred rows
-// at most, every row's locations at or after its start and before the next
-// row's start (a function is one range), and fewer rows than addresses.
+// at most, fewer rows than addresses, every row named after the start of an
+// FDE (readelf's) that holds all its locations, and no two rows' locations
+// interleave (a function is one range).
 TEST(FunctionStartNamesTest, StrippedPython311HasOneRowPerUnnamedFunction) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
@@ -275,7 +279,25 @@ TEST(FunctionStartNamesTest, StrippedPython311HasOneRowPerUnnamedFunction) {
   ASSERT_GE(addresses, 30u) << "too few unnamed addresses sampled to judge\n" << result.out;
   EXPECT_LE(python_rows, 300u);
   EXPECT_EQ(python_rows, addresses_of_start.size());
-  EXPECT_LT(addresses_of_start.size() * 2, addresses) << "unnamed addresses are not grouped by function";
+  EXPECT_LT(addresses_of_start.size(), addresses) << "unnamed addresses are not grouped by function";
+  // binutils as the oracle of the FDEs: every row starts where one does, and
+  // all its addresses lie inside that FDE.
+  auto frames = run_command({"readelf", "--debug-dump=frames", python});
+  ASSERT_EQ(frames.exit_code, 0) << frames.err;
+  std::map<uint64_t, uint64_t> fdes;  // pc_begin -> pc_end
+  static const std::regex fde(R"(FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+))");
+  for (std::sregex_iterator it(frames.out.begin(), frames.out.end(), fde), end; it != end; ++it) {
+    fdes[std::stoull((*it)[1].str(), nullptr, 16)] = std::stoull((*it)[2].str(), nullptr, 16);
+  }
+  ASSERT_GT(fdes.size(), 1000u) << "readelf found too few FDEs in " << python;
+  for (const auto& [start, vaddrs] : addresses_of_start) {
+    auto it = fdes.find(start);
+    ASSERT_NE(it, fdes.end()) << file << "+" << hex(start) << " is not the start of an FDE";
+    for (uint64_t vaddr : vaddrs) {
+      EXPECT_LT(vaddr, it->second) << file << "+" << hex(start) << " holds " << hex(vaddr) << ", past its FDE's end "
+                                   << hex(it->second);
+    }
+  }
   // Each row is one range: its addresses lie in [start, next row's start).
   for (auto it = addresses_of_start.begin(); it != addresses_of_start.end(); ++it) {
     const uint64_t start = it->first;

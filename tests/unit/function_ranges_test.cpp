@@ -169,7 +169,8 @@ TEST(FunctionStartCacheTest, AsksOncePerFunctionAndOncePerUncoveredAddress) {
   auto ask = [&](uint64_t address) -> Result<std::optional<FunctionBounds>> {
     ++asked;
     if (address >= 0x2000) return std::optional<FunctionBounds>();
-    return std::optional<FunctionBounds>(FunctionBounds{address & ~uint64_t{0xff}, (address & ~uint64_t{0xff}) + 0x100});
+    const uint64_t start = address & ~uint64_t{0xff};
+    return std::optional<FunctionBounds>(FunctionBounds{start, start + 0x100});
   };
   for (uint64_t address : {0x1010, 0x1020, 0x10ff, 0x1000}) {
     auto found = cache.lookup(5, address, ask);

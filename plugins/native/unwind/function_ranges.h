@@ -8,8 +8,9 @@
 //
 // 16 bytes per FDE, sorted by start and disjoint: an FDE wholly inside
 // another one (the same function in both .eh_frame and .debug_frame, or a
-// nested description) adds nothing, and `find` is one binary search. Malformed FDEs are skipped, as the table builder skips
-// them (it logs and counts them when the file's table is built).
+// nested description) adds nothing, and `find` is one binary search.
+// Malformed FDEs are skipped, as the table builder skips them (it logs and
+// counts them when the file's table is built).
 #pragma once
 
 #include <cstdint>
