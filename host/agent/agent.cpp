@@ -322,6 +322,8 @@ std::vector<StatLine> Agent::stats() const {
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},
            {"host.frames_named_by_function_start", as.frames_named_by_function_start},
+           {"host.function_bounds_asked", assembler_->function_start_cache().stats().asked},
+           {"host.function_bounds_cache_cleared", assembler_->function_start_cache().stats().cleared},
            {"host.symbolizer_errors", as.symbolizer_errors},
            {"host.interpreter_frames_unreadable", as.unreadable_interpreter_frames},
            {"host.samples_of_unknown_processes", as.unknown_processes},

@@ -56,6 +56,8 @@ class ProfileAssembler {
   const AssemblerStats& stats() const { return stats_; }
   // Names of native frames by (FileID, address), kept across rounds.
   const SymbolCache& symbol_cache() const { return symbols_; }
+  // Functions around unnamed addresses by FileID, kept across rounds.
+  const FunctionStartCache& function_start_cache() const { return function_starts_; }
 
  private:
   uint64_t native_location(ProfileBuilder& builder, int32_t pid, uint64_t address, bool leaf);

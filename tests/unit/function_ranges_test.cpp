@@ -2,7 +2,8 @@
 // function_bounds): FunctionRanges on a real stripped binary of the test
 // build, checked against the symbols of its unstripped original;
 // FunctionRangesCache (the plugin's per-file cache) and FunctionStartCache
-// (the host's per-function one).
+// (the host's per-function one); the native plugin's hook itself, through
+// PluginHost, without BPF.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,6 +12,7 @@
 
 #include "function_ranges_cache.h"
 #include "omniprof/support/elf_file.h"
+#include "plugins/plugin_host.h"
 #include "symbolize/function_start_cache.h"
 #include "unwind/function_ranges.h"
 
@@ -63,6 +65,39 @@ TEST(FunctionRangesTest, StrippedBinaryGivesEachFunctionItsSymbolsStartAndEnd) {
   // Before the first function and far past the code, nothing.
   EXPECT_FALSE(ranges->find(0));
   EXPECT_FALSE(ranges->find(uint64_t{1} << 60));
+}
+
+TEST(NativePluginFunctionBoundsTest, TheNativePluginGivesTheExtentOfAStrippedFunction) {
+  PluginHostOptions options;
+  options.data_root = "/nonexistent";
+  options.runtime_enabled = [](const std::string&) { return true; };
+  options.create_without_bpf = true;  // as for `omniprof debug`: an instance, no maps
+  PluginHost host(nullptr, nullptr);
+  host.load_file(OMNIPROF_NATIVE_PLUGIN, options);
+  ASSERT_EQ(host.plugins().size(), 1u);
+  Plugin& native = *host.plugins().front();
+  ASSERT_EQ(native.state, PluginState::kChecked) << native.reason;
+  ASSERT_NE(native.hooks.function_bounds, nullptr) << "the native plugin does not set function_bounds";
+
+  auto original = ElfFile::open(kSymbols + "/symbols_pie");
+  ASSERT_TRUE(original) << original.error().message;
+  auto alpha = original->find_symbol("omniprof_fixture_alpha");
+  ASSERT_TRUE(alpha && *alpha);
+  const std::string stripped = kSymbols + "/symbols_pie_stripped";
+  auto bounds = PluginHost::function_bounds(native, 42, stripped, (*alpha)->value + (*alpha)->size / 2);
+  ASSERT_TRUE(bounds) << bounds.error().message;
+  ASSERT_TRUE(*bounds);
+  EXPECT_EQ((*bounds)->start, (*alpha)->value);
+  EXPECT_GE((*bounds)->end, (*alpha)->value + (*alpha)->size);
+  // No FDE at address 0: nothing, not an error.
+  auto none = PluginHost::function_bounds(native, 42, stripped, 0);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(*none);
+  // A file that cannot be read: an error naming it.
+  auto unreadable = PluginHost::function_bounds(native, 43, "/nonexistent/omniprof-file", 0x1000);
+  ASSERT_FALSE(unreadable);
+  EXPECT_NE(unreadable.error().message.find("/nonexistent/omniprof-file"), std::string::npos)
+      << unreadable.error().message;
 }
 
 TEST(FunctionRangesTest, UnreadableFileIsAnErrorNamingIt) {
