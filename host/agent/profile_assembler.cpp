@@ -130,22 +130,44 @@ ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_
       }
       if (auto id = symbolizer_.build_id(host_path)) build_id = *id;
     }
+    ProfileLine& line = named.line;
+    if (symbol) {
+      line.function = symbol->name;
+      line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
+    } else if (auto start = is_file && file_id != 0 ? unnamed_function_start(file_id, host_path, elf_address)
+                                                    : std::nullopt) {
+      // One row per function, not per address; the location keeps the pc.
+      stats_.frames_named_by_function_start++;
+      line.function = fmt::format("{}+{:#x}", module_name(mapping->path), *start);
+    } else {
+      stats_.unnamed_frames++;
+      line.function = fmt::format("{}+{:#x}", module_name(mapping->path), elf_address);
+    }
     stats_.native_symbolize_ns += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - symbolize_start)
             .count());
     named.mapping = add_mapping(
         ProfileMapping{mapping->start, mapping->end, mapping->offset, mapping->path, build_id, true});
-    if (symbol) {
-      named.line.function = symbol->name;
-      named.line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
-    } else {
-      stats_.unnamed_frames++;
-      named.line.function = fmt::format("{}+{:#x}", module_name(mapping->path), elf_address);
-    }
   }
   FrameIndex index = add_frame(std::move(named));
   native_cache_.emplace(key, index);
   return index;
+}
+
+std::optional<uint64_t> ProfileAssembler::unnamed_function_start(uint64_t file_id, const std::string& host_path,
+                                                                uint64_t elf_address) {
+  Plugin* native = plugins_ ? plugins_->native_plugin() : nullptr;
+  if (!native) return std::nullopt;
+  auto bounds = function_starts_.lookup(file_id, elf_address, [&](uint64_t address) {
+    return PluginHost::function_bounds(*native, file_id, host_path, address);
+  });
+  if (!bounds) {
+    stats_.symbolizer_errors++;
+    log().debug("function bounds in {} at {:#x}: {}", host_path, elf_address, bounds.error().message);
+    return std::nullopt;
+  }
+  if (!*bounds) return std::nullopt;
+  return (*bounds)->start;
 }
 
 ProfileAssembler::FrameIndex ProfileAssembler::kernel_frame(uint64_t address) {

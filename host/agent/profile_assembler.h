@@ -1,8 +1,11 @@
 // ProfileAssembler: turns a round's samples into pprof profiles. Native
 // frames are named from ELF symbol tables, kernel frames from kallsyms,
 // interpreter frames by the plugin whose slot produced them. A native frame
-// that cannot be named stays in the profile as module+0xoffset, an
-// interpreter frame as "[unknown RUNTIME]".
+// that no symbol names is named after the function around it, found from the
+// file's unwind information by the native plugin (module+0xSTART of that
+// function, so that all its samples are one row); one that no FDE covers
+// either stays module+0xoffset; an interpreter frame that cannot be named
+// is "[unknown RUNTIME]".
 //
 // Two steps: every distinct frame of the round is named once (a NamedFrame,
 // with its role for folding), then each profile asked for is built from the
@@ -20,6 +23,7 @@
 #include "agent/round_samples.h"
 #include "agent/stack_folding.h"
 #include "profile/profile_builder.h"
+#include "symbolize/function_start_cache.h"
 #include "symbolize/symbol_cache.h"
 
 namespace omniprof {
@@ -35,6 +39,9 @@ struct ProcMapping;
 struct AssemblerStats {
   uint64_t frames = 0;
   uint64_t unnamed_frames = 0;     // kept as module+0xoffset
+  // Frames no symbol names, named module+0xSTART after the function (FDE)
+  // around them (not in unnamed_frames).
+  uint64_t frames_named_by_function_start = 0;
   uint64_t unknown_processes = 0;  // samples of a process gone before it was read
   uint64_t symbolizer_errors = 0;  // unreadable or malformed ELF files
   uint64_t native_symbolize_ns = 0;  // time spent naming native frames (file reads, lookups, demangling)
@@ -67,6 +74,8 @@ class ProfileAssembler {
   static const char* const kKeptComment;
   // Names of native frames by (FileID, address), kept across rounds.
   const SymbolCache& symbol_cache() const { return symbols_; }
+  // Functions around unnamed addresses by FileID, kept across rounds.
+  const FunctionStartCache& function_start_cache() const { return function_starts_; }
 
  private:
   // A frame as named, before it is put in a profile.
@@ -84,6 +93,11 @@ class ProfileAssembler {
   FrameIndex marker_frame(const std::string& name, const std::string& type = "");
   FrameIndex add_frame(NamedFrame frame);
   uint32_t add_mapping(const ProfileMapping& mapping);
+  // The start of the function around `elf_address` of file `file_id`, which
+  // no symbol names, from the native plugin's function_bounds; nullopt when
+  // no FDE covers it or it cannot be found.
+  std::optional<uint64_t> unnamed_function_start(uint64_t file_id, const std::string& host_path,
+                                                 uint64_t elf_address);
 
   ProcessTracker& processes_;
   ElfSymbolizer& symbolizer_;
@@ -92,6 +106,7 @@ class ProfileAssembler {
   ExecutableInfoManager* executables_;
   AssemblerStats stats_;
   SymbolCache symbols_;
+  FunctionStartCache function_starts_;
   // Per assemble(): the round's named frames and mappings.
   std::vector<NamedFrame> frames_;
   std::vector<ProfileMapping> mappings_;

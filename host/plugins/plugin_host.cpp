@@ -499,6 +499,24 @@ void PluginHost::unload_executable(Plugin& plugin, uint64_t file_id) {
   if (plugin.instance && plugin.hooks.unload_executable) plugin.hooks.unload_executable(plugin.instance, file_id);
 }
 
+Result<std::optional<FunctionBounds>> PluginHost::function_bounds(Plugin& plugin, uint64_t file_id,
+                                                                  const std::string& path, uint64_t address) {
+  std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  if (!plugin.instance || !plugin.hooks.function_bounds) return std::optional<FunctionBounds>();
+  FunctionBounds bounds;
+  char reason[OMNIPROF_ERROR_LEN] = {0};
+  omniprof_status status =
+      plugin.hooks.function_bounds(plugin.instance, file_id, path.c_str(), address, &bounds.start, &bounds.end, reason);
+  if (status == OMNIPROF_NOT_MINE) return std::optional<FunctionBounds>();
+  if (status != OMNIPROF_OK) return make_error(reason_or(reason, "function_bounds failed"));
+  // A range that does not hold the address would name another function.
+  if (!(bounds.start <= address && address < bounds.end)) {
+    return make_error(fmt::format("function_bounds gave [{:#x}, {:#x}), which does not hold {:#x}", bounds.start,
+                                  bounds.end, address));
+  }
+  return std::optional<FunctionBounds>(bounds);
+}
+
 omniprof_status PluginHost::debug_command(Plugin& plugin, const std::string& command,
                                           const std::string& argument,
                                           void (*write)(void* context, const char* text, size_t len),
@@ -519,6 +537,13 @@ Plugin* PluginHost::plugin_for_frame_kind(uint8_t kind) const {
   for (const auto& p : plugins_) {
     // A plugin's frames carry its slot as their kind (abi.h).
     if (p->state == PluginState::kLoaded && kind == p->slot) return p.get();
+  }
+  return nullptr;
+}
+
+Plugin* PluginHost::native_plugin() const {
+  for (const auto& p : plugins_) {
+    if (p->state == PluginState::kLoaded && p->hooks.module_type == OMNIPROF_MODULE_NATIVE) return p.get();
   }
   return nullptr;
 }

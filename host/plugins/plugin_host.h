@@ -70,6 +70,13 @@ struct PluginSymbol {
   int64_t line = 0;
 };
 
+// [start, end) of a function in a file's ELF virtual addresses
+// (function_bounds).
+struct FunctionBounds {
+  uint64_t start = 0;
+  uint64_t end = 0;
+};
+
 struct PluginHostOptions {
   std::vector<std::string> directories;  // searched in order
   std::string data_root;                 // <prefix>/share/omniprof/plugins
@@ -102,6 +109,8 @@ class PluginHost {
   const std::vector<std::unique_ptr<Plugin>>& plugins() const { return plugins_; }
   // The loaded plugin whose frames carry this kind, or null.
   Plugin* plugin_for_frame_kind(uint8_t kind) const;
+  // The loaded plugin of module type OMNIPROF_MODULE_NATIVE, or null.
+  Plugin* native_plugin() const;
   // The checked or loaded plugin offering `omniprof debug COMMAND`, or null.
   Plugin* plugin_for_debug_command(const std::string& command) const;
   // Names of percpu_stats counters owned by loaded plugins, by index.
@@ -125,6 +134,12 @@ class PluginHost {
   static omniprof_status load_executable(Plugin& plugin, uint64_t file_id, const std::string& path,
                                          std::string& error);
   static void unload_executable(Plugin& plugin, uint64_t file_id);
+  // The function around ELF address `address` of executable `file_id`
+  // (`path` reaches the file), from the plugin's function_bounds: nullopt
+  // when the plugin has no such hook or no FDE covers the address; an error
+  // when the plugin could not read the file.
+  static Result<std::optional<FunctionBounds>> function_bounds(Plugin& plugin, uint64_t file_id,
+                                                               const std::string& path, uint64_t address);
   static omniprof_status debug_command(Plugin& plugin, const std::string& command,
                                        const std::string& argument,
                                        void (*write)(void* context, const char* text, size_t len),

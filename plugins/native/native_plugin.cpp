@@ -3,7 +3,9 @@
 // in the host's unwind maps (load_executable / unload_executable). Its
 // frames are instruction addresses, which the host names from ELF symbol
 // tables (so it has no symbolize_frame hook), and every process is its own
-// (so it has no detect_process hook).
+// (so it has no detect_process hook). Where no symbol names a frame, the host
+// asks function_bounds for the function around it, from the file's unwind
+// information (FunctionRangesCache).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "function_ranges_cache.h"
 #include "native.skel.h"
 #include "unwind/unwind_table.h"
 #include "unwind_table_store.h"
@@ -23,6 +26,7 @@
 namespace {
 
 using omniprof::native::BpfUnwindMaps;
+using omniprof::native::FunctionRangesCache;
 using omniprof::native::StoreStatus;
 using omniprof::native::UnwindTableStore;
 
@@ -61,6 +65,8 @@ struct NativeUnwinder {
   std::unique_ptr<BpfUnwindMaps> maps;  // null without BPF (omniprof debug)
   std::unique_ptr<UnwindTableStore> store;
   int stats_fd = -1;
+  // Also without BPF: it only reads files.
+  FunctionRangesCache function_ranges{};
 };
 
 // "N malformed FDEs skipped (first: where: why)" for a table some of whose
@@ -203,9 +209,26 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
 
 void unload_executable(void* instance, uint64_t file_id) {
   auto* self = static_cast<NativeUnwinder*>(instance);
+  self->function_ranges.forget(file_id);
   if (!self->store) return;
   self->store->remove(file_id);
   publish_store_gauges(*self);
+}
+
+omniprof_status function_bounds(void* instance, uint64_t file_id, const char* path, uint64_t address,
+                                uint64_t* start, uint64_t* end, char* error) {
+  auto* self = static_cast<NativeUnwinder*>(instance);
+  return omniprof::sdk::guarded(error, [&] {
+    auto found = self->function_ranges.find(file_id, path, address);
+    if (!found) {
+      omniprof::sdk::set_error(error, found.error().message);
+      return OMNIPROF_ERR_PARSE;
+    }
+    if (!*found) return OMNIPROF_NOT_MINE;
+    *start = (*found)->start;
+    *end = (*found)->end;
+    return OMNIPROF_OK;
+  });
 }
 
 omniprof_status debug_command(void* instance, const char* command, const char* argument,
@@ -236,6 +259,7 @@ omniprof_plugin make_entry() {
   entry.debug_commands = kDebugCommands;
   entry.num_debug_commands = 1;
   entry.debug_command = debug_command;
+  entry.function_bounds = function_bounds;
   return entry;
 }
 

@@ -194,6 +194,12 @@ std::vector<PprofTrace> parse_traces(const CommandResult& result, std::string* e
 
 }  // namespace
 
+CommandResult run_go_pprof(const std::vector<std::string>& options, const std::string& profile_path) {
+  std::vector<std::string> args = options;
+  args.push_back(profile_path);
+  return go_pprof(args);
+}
+
 std::vector<PprofTrace> read_traces_with_go(const std::string& profile_path, std::string* error,
                                             const std::vector<std::string>& options) {
   std::vector<std::string> args = {"-traces", "-sample_index=samples", "-symbolize=none"};

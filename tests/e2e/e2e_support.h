@@ -62,6 +62,9 @@ class BackgroundProcess {
   bool reaped_ = false;
 };
 
+// Runs `go tool pprof OPTIONS PROFILE` (with a private GOCACHE and HOME).
+CommandResult run_go_pprof(const std::vector<std::string>& options, const std::string& profile_path);
+
 // One sample as `go tool pprof -traces` prints it.
 struct PprofTrace {
   std::map<std::string, std::string> labels;  // pid, tid, comm, thread_name

@@ -42,6 +42,7 @@
 #include "omniprof/support/elf_file.h"
 #include "unwind/cfa_program.h"
 #include "unwind/dwarf_cfi.h"
+#include "unwind/function_ranges.h"
 
 namespace omniprof::unwind {
 namespace {
@@ -1672,6 +1673,82 @@ TEST_F(UnwindTableFromGcc, SeparateDebugFileByBuildIdAndDebuglink) {
   ASSERT_TRUE(by_link.ok()) << by_link.error().message;
   EXPECT_EQ(fs::path(by_link->debug_file).filename(), "full.debug");
   EXPECT_EQ(by_link->rows, reference->rows);
+}
+
+// The function extents of a stripped binary whose C code has CFI only in
+// .debug_frame, and that only in its separate debug file: read from there
+// (by .gnu_debuglink), as the table builder reads its rows.
+TEST_F(UnwindTableFromGcc, FunctionRangesFromTheSeparateDebugFilesDebugFrame) {
+  const std::string full = compile("full", "-g -fno-asynchronous-unwind-tables");
+  ASSERT_FALSE(full.empty());
+  const std::string debug = (dir_.path() / "full.debug").string();
+  const std::string stripped = (dir_.path() / "stripped").string();
+  ASSERT_TRUE(run("objcopy --only-keep-debug " + quote(full) + " " + quote(debug)));
+  ASSERT_TRUE(run("objcopy --strip-all --add-gnu-debuglink=" + quote(debug) + " " + quote(full) + " " +
+                  quote(stripped)));
+  auto elf = ElfFile::open(full);
+  ASSERT_TRUE(elf.ok());
+  auto symbols = elf->symbols();
+  ASSERT_TRUE(symbols.ok());
+
+  CfiReadOptions alone;
+  alone.use_debug_file = false;
+  auto without = FunctionRanges::read(stripped, alone);
+  ASSERT_TRUE(without.ok()) << without.error().message;
+  CfiReadOptions with_debuglink;
+  with_debuglink.debug_root = (dir_.path() / "empty-root").string();
+  auto with = FunctionRanges::read(stripped, with_debuglink);
+  ASSERT_TRUE(with.ok()) << with.error().message;
+  EXPECT_GT(with->size(), without->size());
+  size_t checked = 0;
+  for (const ElfSymbol& symbol : *symbols) {
+    if (symbol.name != "leaf" && symbol.name != "with_buffer" && symbol.name != "with_frame_pointer" &&
+        symbol.name != "main") {
+      continue;
+    }
+    ++checked;
+    EXPECT_FALSE(without->find(symbol.value)) << symbol.name << ": .eh_frame was expected to lack it";
+    auto found = with->find(symbol.value + symbol.size - 1);
+    ASSERT_TRUE(found) << symbol.name;
+    EXPECT_EQ(found->start, symbol.value) << symbol.name;
+  }
+  EXPECT_EQ(checked, 4u);
+}
+
+// FDEs inside others (the same function in .eh_frame and .debug_frame, a
+// nested description) add nothing; two that overlap are cut so that every
+// address has one function.
+TEST(FunctionRangesCrafted, NestedFdesAddNothingAndOverlapsAreCut) {
+  CfiBuilder eh(CfiFormat::kEhFrame, kEhFrameVaddr);
+  const size_t eh_cie = eh.cie(CieSpec{});
+  eh.pcrel_fde(eh_cie, 0x1000, 0x100, {});
+  eh.pcrel_fde(eh_cie, 0x1040, 0x10, {});   // inside the first
+  eh.pcrel_fde(eh_cie, 0x1200, 0x100, {});
+  eh.pcrel_fde(eh_cie, 0x1280, 0x100, {});  // overlaps the third
+  eh.pcrel_fde(eh_cie, 0x5000, 0, {});      // empty: no function
+  CfiBuilder debug(CfiFormat::kDebugFrame, 0);
+  CieSpec debug_cie_spec;
+  debug_cie_spec.augmentation = "";
+  const size_t debug_cie = debug.cie(debug_cie_spec);
+  debug.absolute_fde(debug_cie, 0x1000, 0x100, {});  // the first again
+  debug.absolute_fde(debug_cie, 0x3000, 0x80, {});   // only here
+  const CfiSectionView views[] = {eh.view(), debug.view()};
+  auto ranges = FunctionRanges::from_sections(views);
+  EXPECT_EQ(ranges.size(), 4u);
+  auto start_at = [&](uint64_t address) -> std::optional<uint64_t> {
+    auto found = ranges.find(address);
+    return found ? std::optional<uint64_t>(found->start) : std::nullopt;
+  };
+  EXPECT_EQ(start_at(0x1000), 0x1000u);
+  EXPECT_EQ(start_at(0x1045), 0x1000u);
+  EXPECT_EQ(start_at(0x10ff), 0x1000u);
+  EXPECT_EQ(start_at(0x1100), std::nullopt);
+  EXPECT_EQ(start_at(0x1270), 0x1200u);
+  EXPECT_EQ(start_at(0x1290), 0x1280u);
+  EXPECT_EQ(start_at(0x137f), 0x1280u);
+  EXPECT_EQ(start_at(0x3010), 0x3000u);
+  EXPECT_EQ(start_at(0x5000), std::nullopt);
+  EXPECT_EQ(start_at(0xfff), std::nullopt);
 }
 
 TEST_F(UnwindTableFromGcc, NoCfiAtAll) {

@@ -673,6 +673,15 @@ Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t h
 // ---------------------------------------------------------------------------
 // Reading the sections of an ELF file
 
+bool fde_in_code(const Fde& fde, std::span<const CodeRange> code_ranges) {
+  if (fde.range_overflows || fde.pc_begin >= fde.pc_end) return false;
+  if (code_ranges.empty()) return true;
+  for (const CodeRange& range : code_ranges) {
+    if (fde.pc_begin >= range.begin && fde.pc_end <= range.end) return true;
+  }
+  return false;
+}
+
 CfiSectionView CfiSection::view() const {
   CfiSectionView view;
   view.format = format;

@@ -301,6 +301,12 @@ struct CodeRange {
   uint64_t end = 0;
 };
 
+// Whether an FDE describes real code: a non-empty range that does not
+// overflow and, when `code_ranges` is not empty, lies within one of them
+// (FDEs of functions discarded at link time keep placeholder addresses in
+// .debug_frame). Both the table builder and the function ranges use it.
+bool fde_in_code(const Fde& fde, std::span<const CodeRange> code_ranges);
+
 struct ElfCfi {
   std::string path;
   std::string build_id;    // hex, empty when the file has none

@@ -83,15 +83,6 @@ UnwindRow end_of_function_marker(uint64_t pc) {
   return row;
 }
 
-bool in_code(const Fde& fde, std::span<const CodeRange> code_ranges) {
-  if (fde.range_overflows || fde.pc_begin >= fde.pc_end) return false;
-  if (code_ranges.empty()) return true;
-  for (const CodeRange& range : code_ranges) {
-    if (fde.pc_begin >= range.begin && fde.pc_end <= range.end) return true;
-  }
-  return false;
-}
-
 // Part of an FDE's range that contributes rows: FDEs are cut where a section
 // of higher priority, or an FDE of the same section starting earlier,
 // already describes the addresses. The FDE is found again by its offset
@@ -281,7 +272,7 @@ Result<UnwindTable> build_rows(std::vector<SectionState>& sections, std::span<co
       } else if (const RejectedFde* known = find_rejected(rejected, section_index, offset)) {
         ++table.stats.fdes_malformed;
         note(known->message);
-      } else if (!in_code(fde, code_ranges)) {
+      } else if (!fde_in_code(fde, code_ranges)) {
         ++table.stats.fdes_outside_code;
       } else {
         pieces.push_back(Piece{fde.pc_begin, fde.pc_end, section_index, offset});

@@ -363,14 +363,19 @@ struct omniprof_plugin {
 
   /* Optional, for the native plugin (OMNIPROF_MODULE_NATIVE): the function
    * that holds ELF virtual address `address` of the executable `file_id`
-   * (`path` reaches the file, as in load_executable), from the file's unwind
-   * information (the FDE that covers it), for a frame no symbol names. The
-   * host calls it only for such frames, at the end of a round, and names the
-   * frame after the function's start ("python3.11+0x5a8500"), so that every
-   * sample of one unnamed function is one row. OMNIPROF_OK with
-   * [*start, *end) in ELF virtual addresses; OMNIPROF_NOT_MINE when no FDE
-   * covers the address; an error (unreadable file) with `error` set. The
-   * plugin may cache per file_id until unload_executable. */
+   * (`path` reaches the file as in load_executable, though not necessarily
+   * by the same string: the host's kept descriptor, else the process's
+   * /proc/PID/map_files entry), from the file's unwind information (the FDE
+   * that covers it), for a frame no symbol names. The host calls it only for
+   * such frames, at the end of a round, and names the frame after the
+   * function's start ("python3.11+0x5a8500"), so that every sample of one
+   * unnamed function is one row. OMNIPROF_OK with [*start, *end) in ELF
+   * virtual addresses, holding `address` (else the host counts an error);
+   * OMNIPROF_NOT_MINE when no FDE covers the address; an error (unreadable
+   * file) with `error` set. The ranges a plugin gives for one file must not
+   * overlap: the host keeps each one per file_id, across rounds, and names
+   * every later address inside it without asking again. The plugin may
+   * cache per file_id until unload_executable. */
   omniprof_status (*function_bounds)(void *instance, uint64_t file_id, const char *path, uint64_t address,
                                      uint64_t *start, uint64_t *end, char *error);
 };
