@@ -216,7 +216,7 @@
       var r = (Math.min(funcX[f] + funcTotal[f], x0 + w0) - x0) * scale;
       var y = funcDepth[f] * ROW;
       var isMatch = search && matched[f];
-      var outsideZoom = f !== zoom && funcX[f] <= x0 && funcX[f] + funcTotal[f] >= x0 + w0 && funcTotal[f] > w0;
+      var outsideZoom = f < zoom && zoom < funcEnd[f];  // an ancestor of the zoomed frame
       ctx.fillStyle = colour(f, (search && !isMatch) || outsideZoom);
       ctx.fillRect(l, y, Math.max(r - l - 0.5, 0.5), ROW - 1);
       if (isMatch) {

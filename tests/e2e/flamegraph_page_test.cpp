@@ -54,12 +54,12 @@ struct PageLoad {
 PageLoad load_page(const std::string& dir, const std::string& html, const std::string& fragment,
                    const std::string& screenshot) {
   std::string url = "file://" + html + (fragment.empty() ? "" : "#" + fragment);
+  // A browser profile of its own (no other Chromium shares it), thrown away.
+  std::string user_data = temp_dir("chromium");
   auto chromium = [&](const std::string& action) {
-    // A profile directory of its own: other Chromiums (a parallel test) do
-    // not share it.
     std::vector<std::string> argv = {kChromium, "--headless", "--no-sandbox", "--disable-gpu",
                                      "--enable-logging=stderr", "--v=0", "--no-first-run",
-                                     "--user-data-dir=" + dir + "/chromium-profile", "--window-size=1400,900",
+                                     "--user-data-dir=" + user_data, "--window-size=1400,900",
                                      "--virtual-time-budget=20000", action, url};
     return run_command(argv);
   };
@@ -68,8 +68,11 @@ PageLoad load_page(const std::string& dir, const std::string& html, const std::s
   auto shot = chromium("--screenshot=" + screenshot);
   EXPECT_EQ(shot.exit_code, 0) << shot.err;
   EXPECT_TRUE(fs::exists(screenshot) && fs::file_size(screenshot) > 10000) << screenshot << "\n" << shot.err;
-  std::ofstream(dir + "/dom.html") << dumped.out;
-  std::ofstream(dir + "/chromium.log") << dumped.err << shot.err;
+  fs::remove_all(user_data);
+  // Beside the screenshot: what the page wrote, and what Chromium logged.
+  std::string stem = (fs::path(dir) / fs::path(screenshot).stem()).string();
+  std::ofstream(stem + ".dom.html") << dumped.out;
+  std::ofstream(stem + ".chromium.log") << dumped.err << shot.err;
   return {dumped.out, dumped.err + shot.err};
 }
 
