@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -28,17 +29,17 @@ namespace pb = perftools::profiles;
 
 // The label dropped to merge threads (see flamegraph.h).
 constexpr std::string_view kDroppedLabel = "tid";
+constexpr std::string_view kMergedType = "merged";
 
-struct FrameKey {
-  std::string name, file;
+// One frame of a location: its function (index into data.functions) and line.
+struct Frame {
+  uint32_t function;
   int64_t line;
-  std::string type;
-  friend auto operator<=>(const FrameKey&, const FrameKey&) = default;
 };
 
 class DataBuilder {
  public:
-  explicit DataBuilder(const pb::Profile& profile) : profile_(profile) {}
+  DataBuilder(const pb::Profile& profile, size_t max_nodes) : profile_(profile), max_nodes_(max_nodes) {}
 
   Result<FlamegraphData> build() {
     if (profile_.sample_type_size() == 0) return make_error("the profile has no sample type");
@@ -48,11 +49,13 @@ class DataBuilder {
     for (const auto& m : profile_.mapping()) mappings_.emplace(m.id(), &m);
     for (const auto& f : profile_.function()) functions_.emplace(f.id(), &f);
     for (const auto& l : profile_.location()) locations_.emplace(l.id(), &l);
+    data_.functions.push_back({"all", "", "", {}});
 
-    data_.node_parent.push_back(0);
-    data_.node_frame.push_back(0);
-    std::map<std::pair<uint32_t, uint32_t>, int64_t> merged_samples;
+    parent_.push_back(0);
+    function_.push_back(0);
+    std::unordered_map<uint64_t, int64_t> merged_samples;  // node << 32 | label set
     int64_t tid_labels = 0, empty_values = 0, negative_values = 0, no_frames = 0;
+    std::vector<Frame> stack;
     for (int s = 0; s < profile_.sample_size(); ++s) {
       const pb::Sample& sample = profile_.sample(s);
       ++data_.pprof_samples;
@@ -71,7 +74,7 @@ class DataBuilder {
       }
       // Root first: pprof lists the leaf first, and a location's lines
       // innermost first.
-      uint32_t node = 0;
+      stack.clear();
       for (int i = sample.location_id_size() - 1; i >= 0; --i) {
         auto location = locations_.find(sample.location_id(i));
         if (location == locations_.end()) {
@@ -80,7 +83,12 @@ class DataBuilder {
         }
         auto frames = location_frames(*location->second);
         if (!frames) return make_error(fmt::format("sample {}: {}", s, frames.error().message));
-        for (auto frame = frames->rbegin(); frame != frames->rend(); ++frame) node = child(node, *frame);
+        stack.insert(stack.end(), frames->rbegin(), frames->rend());
+      }
+      uint32_t node = 0;
+      for (const Frame& frame : stack) {
+        node = child(node, frame.function);
+        line_samples_[{frame.function, frame.line}] += value;
       }
       if (node == 0) ++no_frames;
       LabelSetKey labels;
@@ -93,13 +101,16 @@ class DataBuilder {
         labels.emplace_back(std::move(key), label.str() != 0 ? str(label.str()) : std::to_string(label.num()));
       }
       std::sort(labels.begin(), labels.end());
-      merged_samples[{node, label_set(std::move(labels))}] += value;
+      merged_samples[(static_cast<uint64_t>(node) << 32) | label_set(std::move(labels))] += value;
       data_.total += value;
     }
     for (const auto& [key, value] : merged_samples) {
-      data_.samples.push_back({key.first, key.second, value});
+      samples_.push_back({static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key & 0xffffffffu), value});
     }
-    build_function_tree();
+    data_.nodes_before_merge = parent_.size();
+    int64_t threshold = merge_small_nodes();
+    order_nodes();
+    collect_lines();
 
     auto& merged = data_.merged;
     if (tid_labels) {
@@ -109,6 +120,12 @@ class DataBuilder {
     }
     merged.push_back(fmt::format("{} pprof samples merged into {} distinct stacks and label sets", data_.pprof_samples,
                                  data_.samples.size()));
+    merged.push_back("a function's frames at different lines are one frame (the tooltip lists its lines)");
+    if (threshold > 0) {
+      merged.push_back(fmt::format("{} stack nodes are more than the page's {}: each subtree of {} samples or fewer "
+                                   "is one \"[merged]\" frame under its caller, {} nodes left",
+                                   data_.nodes_before_merge, max_nodes_, threshold, data_.node_parent.size()));
+    }
     if (empty_values) merged.push_back(fmt::format("{} pprof samples with value 0 left out", empty_values));
     if (negative_values) {
       merged.push_back(fmt::format("{} pprof samples with a negative value left out", negative_values));
@@ -123,6 +140,7 @@ class DataBuilder {
 
  private:
   using LabelSetKey = FlamegraphData::LabelSet;
+  using Sample = FlamegraphData::Sample;
 
   const std::string& str(int64_t index) const {
     static const std::string empty;
@@ -141,7 +159,7 @@ class DataBuilder {
 
   // The frames of a location, innermost first (its inlined calls, then the
   // function owning the address).
-  Result<std::vector<uint32_t>> location_frames(const pb::Location& location) {
+  Result<std::vector<Frame>> location_frames(const pb::Location& location) {
     if (auto cached = location_frames_.find(location.id()); cached != location_frames_.end()) {
       return cached->second;
     }
@@ -156,7 +174,7 @@ class DataBuilder {
       mapping = found->second;
       mapping_file = str(mapping->filename());
     }
-    std::vector<uint32_t> frames;
+    std::vector<Frame> frames;
     for (const auto& line : location.line()) {
       auto function = functions_.find(line.function_id());
       if (function == functions_.end()) {
@@ -164,8 +182,9 @@ class DataBuilder {
                                       location.id(), line.function_id()));
       }
       const std::string& name = str(function->second->name());
-      frames.push_back(frame({name, str(function->second->filename()), line.line(),
-                              frame_type_of(name, str(function->second->system_name()), mapping_file)}));
+      frames.push_back({function_index(name, str(function->second->filename()),
+                                       frame_type_of(name, str(function->second->system_name()), mapping_file)),
+                        line.line()});
     }
     if (frames.empty()) {
       std::string name;
@@ -177,24 +196,24 @@ class DataBuilder {
       } else {
         name = fmt::format("{:#x}", location.address());
       }
-      frames.push_back(frame({name, "", 0, frame_type_of(name, "", mapping_file)}));
+      frames.push_back({function_index(name, "", frame_type_of(name, "", mapping_file)), 0});
     }
     location_frames_.emplace(location.id(), frames);
     return frames;
   }
 
-  uint32_t frame(FrameKey key) {
-    auto [it, added] = frame_ids_.try_emplace(std::move(key), static_cast<uint32_t>(data_.frames.size()));
-    if (added) data_.frames.push_back({it->first.name, it->first.file, it->first.line, it->first.type});
+  uint32_t function_index(const std::string& name, const std::string& file, const std::string& type) {
+    auto [it, added] = function_ids_.try_emplace({name, file, type}, static_cast<uint32_t>(data_.functions.size()));
+    if (added) data_.functions.push_back({name, file, type, {}});
     return it->second;
   }
 
-  uint32_t child(uint32_t parent, uint32_t frame_id) {
-    uint64_t key = (static_cast<uint64_t>(parent) << 32) | frame_id;
-    auto [it, added] = children_.try_emplace(key, static_cast<uint32_t>(data_.node_parent.size()));
+  uint32_t child(uint32_t parent, uint32_t function) {
+    uint64_t key = (static_cast<uint64_t>(parent) << 32) | function;
+    auto [it, added] = children_.try_emplace(key, static_cast<uint32_t>(parent_.size()));
     if (added) {
-      data_.node_parent.push_back(parent);
-      data_.node_frame.push_back(frame_id);
+      parent_.push_back(parent);
+      function_.push_back(function);
     }
     return it->second;
   }
@@ -205,72 +224,142 @@ class DataBuilder {
     return it->second;
   }
 
-  // Function nodes: the prefix tree with a node's frames of one function
-  // (name, file, type; any line) merged, then numbered in preorder with
-  // siblings by name, so that a subtree is a range and siblings are drawn
-  // in name order.
-  void build_function_tree() {
-    struct Unordered {
-      uint32_t parent;
-      uint32_t frame;
-      std::vector<uint32_t> children;
-    };
-    std::vector<Unordered> nodes{{0, 0, {}}};
-    std::map<std::tuple<uint32_t, std::string_view, std::string_view, std::string_view>, uint32_t> ids;
-    std::vector<uint32_t> function_of(data_.node_parent.size(), 0);
-    for (size_t i = 1; i < data_.node_parent.size(); ++i) {
-      uint32_t parent = function_of[data_.node_parent[i]];
-      const FlamegraphFrame& f = data_.frames[data_.node_frame[i]];
-      auto [it, added] = ids.try_emplace({parent, f.name, f.file, f.type}, static_cast<uint32_t>(nodes.size()));
-      if (added) {
-        nodes.push_back({parent, data_.node_frame[i], {}});
-        nodes[parent].children.push_back(it->second);
+  // Past the node budget: keeps the nodes holding more than a threshold
+  // (an ancestor holds at least what its descendants hold, so they form a
+  // tree) and makes each dropped subtree part of one merged node under its
+  // kept caller. Returns the threshold, 0 if nothing was merged.
+  int64_t merge_small_nodes() {
+    size_t n = parent_.size();
+    if (n <= max_nodes_) return 0;
+    std::vector<int64_t> total(n, 0);
+    for (const Sample& s : samples_) total[s.node] += s.value;
+    for (size_t i = n - 1; i > 0; --i) total[parent_[i]] += total[i];
+    // Room for a merged node beside each kept one.
+    size_t keep = std::max<size_t>(1, max_nodes_ / 2);
+    std::vector<int64_t> sorted(total);
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(keep - 1), sorted.end(),
+                     std::greater<>());
+    int64_t threshold = sorted[keep - 1];
+    // Strictly more than the keep-th largest: at most keep - 1 nodes.
+    uint32_t merged_function = static_cast<uint32_t>(data_.functions.size());
+    data_.functions.push_back({fmt::format("[merged: subtrees of {} samples or fewer]", threshold), "",
+                               std::string(kMergedType), {}});
+    std::vector<uint32_t> new_parent{0}, new_function{0};
+    std::vector<uint32_t> mapped(n, 0);
+    std::unordered_map<uint32_t, uint32_t> merged_child;  // kept node (new index) -> its merged node
+    for (size_t i = 1; i < n; ++i) {
+      uint32_t parent = mapped[parent_[i]];
+      bool parent_kept = new_function[parent] != merged_function;
+      if (total[i] > threshold && parent_kept) {
+        mapped[i] = static_cast<uint32_t>(new_parent.size());
+        new_parent.push_back(parent);
+        new_function.push_back(function_[i]);
+      } else if (parent_kept) {
+        auto [it, added] = merged_child.try_emplace(parent, static_cast<uint32_t>(new_parent.size()));
+        if (added) {
+          new_parent.push_back(parent);
+          new_function.push_back(merged_function);
+        }
+        mapped[i] = it->second;
+      } else {
+        mapped[i] = parent;  // inside a merged subtree
       }
-      function_of[i] = it->second;
     }
-    auto by_name = [&](uint32_t a, uint32_t b) {
-      const FlamegraphFrame& fa = data_.frames[nodes[a].frame];
-      const FlamegraphFrame& fb = data_.frames[nodes[b].frame];
-      return std::tie(fa.name, fa.file, fa.type) < std::tie(fb.name, fb.file, fb.type);
-    };
-    std::vector<uint32_t> preorder_index(nodes.size(), 0);
-    data_.function_parent.assign(nodes.size(), 0);
-    data_.function_end.assign(nodes.size(), 0);
-    data_.function_frame.assign(nodes.size(), 0);
-    // Iterative DFS: a deep recursion (512-frame stacks, recursive code)
-    // must not exhaust the C++ stack.
-    std::vector<std::pair<uint32_t, bool>> stack{{0, false}};
-    uint32_t next = 0;
-    while (!stack.empty()) {
-      auto [node, done] = stack.back();
-      stack.pop_back();
-      if (done) {
-        data_.function_end[preorder_index[node]] = next;
-        continue;
-      }
-      uint32_t index = next++;
-      preorder_index[node] = index;
-      data_.function_parent[index] = node == 0 ? 0 : preorder_index[nodes[node].parent];
-      data_.function_frame[index] = nodes[node].frame;
-      stack.push_back({node, true});
-      auto& children = nodes[node].children;
-      std::sort(children.begin(), children.end(), by_name);
-      for (auto c = children.rbegin(); c != children.rend(); ++c) stack.push_back({*c, false});
+    std::unordered_map<uint64_t, int64_t> remerged;
+    for (const Sample& s : samples_) remerged[(static_cast<uint64_t>(mapped[s.node]) << 32) | s.label_set] += s.value;
+    samples_.clear();
+    for (const auto& [key, value] : remerged) {
+      samples_.push_back({static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key & 0xffffffffu), value});
     }
-    data_.node_function.resize(function_of.size());
-    for (size_t i = 0; i < function_of.size(); ++i) data_.node_function[i] = preorder_index[function_of[i]];
+    parent_ = std::move(new_parent);
+    function_ = std::move(new_function);
+    return threshold;
   }
 
+  // Numbers the nodes in preorder with siblings by function name (then
+  // file, type; the merged node last), so that a subtree is a range and
+  // siblings are drawn in name order.
+  void order_nodes() {
+    size_t n = parent_.size();
+    std::vector<uint32_t> rank(data_.functions.size());
+    {
+      std::vector<uint32_t> by_name(data_.functions.size());
+      for (uint32_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+      const auto& fs = data_.functions;
+      std::sort(by_name.begin(), by_name.end(), [&](uint32_t a, uint32_t b) {
+        bool am = fs[a].type == kMergedType, bm = fs[b].type == kMergedType;
+        return std::tie(am, fs[a].name, fs[a].file, fs[a].type) < std::tie(bm, fs[b].name, fs[b].file, fs[b].type);
+      });
+      for (uint32_t i = 0; i < by_name.size(); ++i) rank[by_name[i]] = i;
+    }
+    // Children lists (CSR), each sorted by rank.
+    std::vector<uint32_t> first(n + 1, 0), children(n > 0 ? n - 1 : 0);
+    for (size_t i = 1; i < n; ++i) ++first[parent_[i] + 1];
+    for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (size_t i = 1; i < n; ++i) children[fill[parent_[i]]++] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < n; ++i) {
+      std::sort(children.begin() + first[i], children.begin() + first[i + 1],
+                [&](uint32_t a, uint32_t b) { return rank[function_[a]] < rank[function_[b]]; });
+    }
+    std::vector<uint32_t> index(n, 0);
+    data_.node_parent.assign(n, 0);
+    data_.node_end.assign(n, 0);
+    data_.node_function.assign(n, 0);
+    // Iterative DFS: deep stacks (512 frames, recursion) must not exhaust
+    // the C++ stack.
+    std::vector<std::pair<uint32_t, bool>> pending{{0, false}};
+    uint32_t next = 0;
+    while (!pending.empty()) {
+      auto [node, done] = pending.back();
+      pending.pop_back();
+      if (done) {
+        data_.node_end[index[node]] = next;
+        continue;
+      }
+      index[node] = next++;
+      data_.node_parent[index[node]] = node == 0 ? 0 : index[parent_[node]];
+      data_.node_function[index[node]] = function_[node];
+      pending.push_back({node, true});
+      for (uint32_t c = first[node + 1]; c > first[node]; --c) pending.push_back({children[c - 1], false});
+    }
+    for (Sample& s : samples_) s.node = index[s.node];
+    std::sort(samples_.begin(), samples_.end(), [](const Sample& a, const Sample& b) {
+      return std::tie(a.node, a.label_set) < std::tie(b.node, b.label_set);
+    });
+    data_.samples = std::move(samples_);
+  }
+
+  void collect_lines() {
+    for (const auto& [key, samples] : line_samples_) data_.functions[key.first].lines.emplace_back(key.second, samples);
+    for (auto& f : data_.functions) {
+      std::sort(f.lines.begin(), f.lines.end(), [](const auto& a, const auto& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+      });
+    }
+  }
+
+  struct PairHash {
+    size_t operator()(const std::pair<uint32_t, int64_t>& p) const {
+      return std::hash<uint64_t>()((static_cast<uint64_t>(p.first) << 40) ^ static_cast<uint64_t>(p.second));
+    }
+  };
+
   const pb::Profile& profile_;
+  size_t max_nodes_;
   int value_index_ = 0;
   FlamegraphData data_;
   std::unordered_map<uint64_t, const pb::Mapping*> mappings_;
   std::unordered_map<uint64_t, const pb::Function*> functions_;
   std::unordered_map<uint64_t, const pb::Location*> locations_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> location_frames_;
-  std::map<FrameKey, uint32_t> frame_ids_;
+  std::unordered_map<uint64_t, std::vector<Frame>> location_frames_;
+  std::map<std::tuple<std::string, std::string, std::string>, uint32_t> function_ids_;
   std::unordered_map<uint64_t, uint32_t> children_;
   std::map<LabelSetKey, uint32_t> label_set_ids_;
+  std::unordered_map<std::pair<uint32_t, int64_t>, int64_t, PairHash> line_samples_;
+  // The tree as built (parent index < child index), before order_nodes.
+  std::vector<uint32_t> parent_, function_;
+  std::vector<Sample> samples_;
 };
 
 // Writes JSON for the page. Strings are escaped for a <script> element of
@@ -418,11 +507,12 @@ std::string fill_template(std::string_view page,
 
 }  // namespace
 
-Result<FlamegraphData> flamegraph_data(const pb::Profile& profile) { return DataBuilder(profile).build(); }
+Result<FlamegraphData> flamegraph_data(const pb::Profile& profile, size_t max_nodes) {
+  return DataBuilder(profile, max_nodes).build();
+}
 
 std::string flamegraph_json(const FlamegraphData& data) {
-  // Strings once, referred to by index: the names and files of 100k stacks
-  // repeat.
+  // Strings once, referred to by index: files and label values repeat.
   std::vector<std::string_view> strings;
   std::unordered_map<std::string_view, uint32_t> string_ids;
   auto intern = [&](std::string_view s) {
@@ -430,13 +520,17 @@ std::string flamegraph_json(const FlamegraphData& data) {
     if (added) strings.push_back(s);
     return it->second;
   };
-  std::vector<uint32_t> frame_name, frame_file, frame_type;
-  std::vector<int64_t> frame_line;
-  for (const auto& f : data.frames) {
-    frame_name.push_back(intern(f.name));
-    frame_file.push_back(intern(f.file));
-    frame_line.push_back(f.line);
-    frame_type.push_back(intern(f.type));
+  std::vector<uint32_t> function_name, function_file, function_type;
+  std::vector<std::vector<int64_t>> function_lines;  // line, samples, line, samples...
+  for (const auto& f : data.functions) {
+    function_name.push_back(intern(f.name));
+    function_file.push_back(intern(f.file));
+    function_type.push_back(intern(f.type));
+    auto& lines = function_lines.emplace_back();
+    for (const auto& [line, samples] : f.lines) {
+      lines.push_back(line);
+      lines.push_back(samples);
+    }
   }
   std::vector<std::vector<uint32_t>> label_sets;
   for (const auto& set : data.label_sets) {
@@ -455,11 +549,19 @@ std::string flamegraph_json(const FlamegraphData& data) {
   }
 
   JsonWriter json;
+  std::string& out = json.out();
   auto key = [&](std::string_view name) {
     json.string(name);
-    json.out().push_back(':');
+    out.push_back(':');
   };
-  std::string& out = json.out();
+  auto list_of_lists = [&](const auto& lists) {
+    out += '[';
+    for (size_t i = 0; i < lists.size(); ++i) {
+      if (i) out += ',';
+      json.numbers(lists[i]);
+    }
+    out += ']';
+  };
   out += '{';
   key("sampleType");
   json.string(data.sample_type);
@@ -470,49 +572,34 @@ std::string flamegraph_json(const FlamegraphData& data) {
   key("pprofSamples");
   out += std::to_string(data.pprof_samples);
   out += ",";
-  key("frames");
+  key("functions");
   out += '{';
   key("name");
-  json.numbers(frame_name);
+  json.numbers(function_name);
   out += ',';
   key("file");
-  json.numbers(frame_file);
-  out += ',';
-  key("line");
-  json.numbers(frame_line);
+  json.numbers(function_file);
   out += ',';
   key("type");
-  json.numbers(frame_type);
+  json.numbers(function_type);
+  out += ',';
+  key("lines");
+  list_of_lists(function_lines);
   out += "},";
   key("nodes");
   out += '{';
   key("parent");
   json.numbers(data.node_parent);
   out += ',';
-  key("frame");
-  json.numbers(data.node_frame);
+  key("end");
+  json.numbers(data.node_end);
   out += ',';
   key("func");
   json.numbers(data.node_function);
   out += "},";
-  key("functions");
-  out += '{';
-  key("parent");
-  json.numbers(data.function_parent);
-  out += ',';
-  key("end");
-  json.numbers(data.function_end);
-  out += ',';
-  key("frame");
-  json.numbers(data.function_frame);
-  out += "},";
   key("labelSets");
-  out += '[';
-  for (size_t i = 0; i < label_sets.size(); ++i) {
-    if (i) out += ',';
-    json.numbers(label_sets[i]);
-  }
-  out += "],";
+  list_of_lists(label_sets);
+  out += ',';
   key("samples");
   out += '{';
   key("node");

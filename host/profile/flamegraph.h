@@ -23,10 +23,15 @@
 //   profile of a thread pool small.
 // - A location with inlined calls becomes one frame per line, innermost
 //   leafmost, as pprof shows them.
-// - Stacks share prefixes: a node is (parent, frame), frame = (name, file,
-//   line, type). The page draws function nodes, (parent, name, file, type):
-//   a function called at several lines of its caller is one box, whose
-//   tooltip lists its lines.
+// - A frame is a function (name, file, type) wherever its line: a function
+//   called from several lines of its caller is one box; each function keeps
+//   its lines with their samples over the whole profile (the tooltip).
+// - Stacks share prefixes (a tree of nodes, node = parent + function). Past
+//   kFlamegraphMaxNodes nodes, the nodes holding the fewest samples are
+//   merged: every subtree under the budget's threshold becomes one
+//   "[merged: ...]" node (type "merged") under its caller, so totals stay
+//   exact and the page stays quick (at 1400 px such a frame is far narrower
+//   than a pixel until zoomed in).
 #pragma once
 
 #include <cstdint>
@@ -39,36 +44,36 @@
 
 namespace omniprof {
 
-// One distinct frame: a function at a line, with its type (frame_type_of:
-// "kernel", "native", or a plugin's "python", "ruby", "jit", ...). A
-// location without lines is named FILE+0xOFFSET after its mapping (or
-// 0xADDRESS without one), as pprof does.
-struct FlamegraphFrame {
+// The most stack nodes a page holds (see above).
+inline constexpr size_t kFlamegraphMaxNodes = 150'000;
+
+// A function as the page shows it: name, file and type (frame_type_of:
+// "kernel", "native", or a plugin's "python", "ruby", "jit", ...; "merged"
+// for the merged node, "" for the root). A location without lines is named
+// FILE+0xOFFSET after its mapping (or 0xADDRESS without one).
+struct FlamegraphFunction {
   std::string name;
   std::string file;
-  int64_t line = 0;
   std::string type;
+  // (line, samples through a frame of this function at that line), most
+  // samples first; line 0: unknown.
+  std::vector<std::pair<int64_t, int64_t>> lines;
 };
 
 struct FlamegraphData {
   std::string sample_type;  // "samples/count": the value the page weighs by
   int64_t total = 0;        // sum of that value over the samples kept
 
-  std::vector<FlamegraphFrame> frames;
+  // functions[0] is the root ("all"); functions[1], when nodes were
+  // merged, the merged node's.
+  std::vector<FlamegraphFunction> functions;
 
-  // The stack prefix tree; node 0 is the root ("all"), every other node's
-  // parent has a smaller index. node_function[i]: the function node drawing
-  // it.
+  // Stack nodes in preorder, siblings by function name (then file, type;
+  // the merged node last): node i's subtree is [i, node_end[i]), node 0 is
+  // the root, every other node's parent has a smaller index.
   std::vector<uint32_t> node_parent;
-  std::vector<uint32_t> node_frame;  // node 0: unused (0)
+  std::vector<uint32_t> node_end;
   std::vector<uint32_t> node_function;
-
-  // Function nodes in preorder, siblings ordered by name (then file, type):
-  // node i's subtree is [i, function_end[i]). function_frame[i] is one of
-  // its frames (for the name, file and type); node 0 is the root.
-  std::vector<uint32_t> function_parent;
-  std::vector<uint32_t> function_end;
-  std::vector<uint32_t> function_frame;
 
   // A set of labels, sorted by key then value (numbers written in decimal).
   using LabelSet = std::vector<std::pair<std::string, std::string>>;
@@ -79,19 +84,22 @@ struct FlamegraphData {
     uint32_t label_set = 0;
     int64_t value = 0;
   };
-  // One per distinct (stack, labels), ordered by node then label set.
+  // One per distinct (node, labels), ordered by node then label set.
   std::vector<Sample> samples;
 
   int64_t pprof_samples = 0;  // Profile.sample entries read
+  size_t nodes_before_merge = 0;
   // What was merged, dropped or rewritten, one sentence each (shown on the
-  // page): the tid label, samples without value, invalid UTF-8 replaced, ...
+  // page): the tid label, small subtrees, samples without value, ...
   std::vector<std::string> merged;
 };
 
 // The page's data from a profile. An error names what is wrong: no sample
 // type, a sample whose value count differs from the sample types, a
 // location or function id the profile does not hold.
-Result<FlamegraphData> flamegraph_data(const perftools::profiles::Profile& profile);
+// max_nodes: the node budget (tests use a small one).
+Result<FlamegraphData> flamegraph_data(const perftools::profiles::Profile& profile,
+                                       size_t max_nodes = kFlamegraphMaxNodes);
 
 // `data` as the JSON the page reads, safe inside <script type=
 // "application/json">: every '<', '>' and '&' is written \u003c, \u003e,

@@ -12,20 +12,16 @@
   var raw = JSON.parse(document.getElementById('profile-data').textContent);
   var strings = raw.strings;
 
-  // Frames: (name, file, line, type) as string indexes.
-  var frameName = Int32Array.from(raw.frames.name);
-  var frameFile = Int32Array.from(raw.frames.file);
-  var frameLine = Float64Array.from(raw.frames.line);
-  var frameType = Int32Array.from(raw.frames.type);
-  // Stack prefix tree (parent index < child index).
-  var nodeParent = Int32Array.from(raw.nodes.parent);
-  var nodeFrame = Int32Array.from(raw.nodes.frame);
-  var nodeFunc = Int32Array.from(raw.nodes.func);
-  var nodeCount = nodeParent.length;
-  // Function tree in preorder: subtree of i is [i, funcEnd[i]).
-  var funcParent = Int32Array.from(raw.functions.parent);
-  var funcEnd = Int32Array.from(raw.functions.end);
-  var funcFrame = Int32Array.from(raw.functions.frame);
+  // Functions: name, file, type as string indexes; lines [line, samples, ...].
+  var fnName = Int32Array.from(raw.functions.name);
+  var fnFile = Int32Array.from(raw.functions.file);
+  var fnType = Int32Array.from(raw.functions.type);
+  var fnLines = raw.functions.lines;
+  // Stack nodes in preorder: node i's subtree is [i, funcEnd[i]), parents
+  // before children. ("func" in names below: a node, drawn as one box.)
+  var funcParent = Int32Array.from(raw.nodes.parent);
+  var funcEnd = Int32Array.from(raw.nodes.end);
+  var funcFn = Int32Array.from(raw.nodes.func);
   var funcCount = funcParent.length;
   var funcDepth = new Int32Array(funcCount);
   for (var i = 1; i < funcCount; i++) funcDepth[i] = funcDepth[funcParent[i]] + 1;
@@ -34,9 +30,9 @@
   var sampleValue = Float64Array.from(raw.samples.value);
   var labelSets = raw.labelSets;  // [[key, value, key, value...]...] string indexes
 
-  function funcName(f) { return f === 0 ? 'all' : strings[frameName[funcFrame[f]]]; }
-  function funcType(f) { return f === 0 ? '' : strings[frameType[funcFrame[f]]]; }
-  function funcFile(f) { return f === 0 ? '' : strings[frameFile[funcFrame[f]]]; }
+  function funcName(f) { return strings[fnName[funcFn[f]]]; }
+  function funcType(f) { return strings[fnType[funcFn[f]]]; }
+  function funcFile(f) { return strings[fnFile[funcFn[f]]]; }
 
   // ---- Label filters -------------------------------------------------------
   // key -> Map(value string index -> samples), over the whole profile.
@@ -74,26 +70,19 @@
   }
 
   // ---- Weights under the current filters ------------------------------------
-  var nodeTotal = new Float64Array(nodeCount), nodeSelf = new Float64Array(nodeCount);
   var funcTotal = new Float64Array(funcCount), funcSelf = new Float64Array(funcCount);
   var funcX = new Float64Array(funcCount);
 
   function weigh() {
     var pass = labelSetPasses();
-    nodeSelf.fill(0);
-    for (var s = 0; s < sampleNode.length; s++) {
-      if (pass[sampleLabels[s]]) nodeSelf[sampleNode[s]] += sampleValue[s];
-    }
-    nodeTotal.set(nodeSelf);
-    for (var n = nodeCount - 1; n > 0; n--) nodeTotal[nodeParent[n]] += nodeTotal[n];
-    funcTotal.fill(0);
     funcSelf.fill(0);
-    for (n = 0; n < nodeCount; n++) {
-      funcTotal[nodeFunc[n]] += nodeTotal[n];
-      funcSelf[nodeFunc[n]] += nodeSelf[n];
+    for (var s = 0; s < sampleNode.length; s++) {
+      if (pass[sampleLabels[s]]) funcSelf[sampleNode[s]] += sampleValue[s];
     }
-    // x of each function node: its parent's x plus its elder siblings'
-    // totals (preorder visits parents first and siblings in order; cursor[p]
+    funcTotal.set(funcSelf);
+    for (var n = funcCount - 1; n > 0; n--) funcTotal[funcParent[n]] += funcTotal[n];
+    // x of each node: its parent's x plus its elder siblings' totals
+    // (preorder visits parents first and siblings in order; cursor[p]
     // starts at funcX[p], the root's at 0).
     var cursor = new Float64Array(funcCount);
     funcX[0] = 0;
@@ -118,7 +107,7 @@
     var needle = search.toLowerCase();
     var nameMatches = new Map();  // name string index -> bool
     for (var f = 1; f < funcCount; f++) {
-      var nameIndex = frameName[funcFrame[f]];
+      var nameIndex = fnName[funcFn[f]];
       var m = nameMatches.get(nameIndex);
       if (m === undefined) {
         m = strings[nameIndex].toLowerCase().indexOf(needle) >= 0;
@@ -133,7 +122,7 @@
       if (matched[f] && funcTotal[f] > 0) {
         matchedShare += funcTotal[f];
         for (var g = f; g < funcEnd[f]; g++) {
-          if (matched[g] && funcTotal[g] > 0) namesWithSamples.add(frameName[funcFrame[g]]);
+          if (matched[g] && funcTotal[g] > 0) namesWithSamples.add(fnName[funcFn[g]]);
         }
         f = funcEnd[f];
       } else {
@@ -156,11 +145,11 @@
   }
   var colourCache = new Map();
   function colour(f, faded) {
-    var key = funcFrame[f] * 2 + (faded ? 1 : 0);
+    var key = funcFn[f] * 2 + (faded ? 1 : 0);
     var c = colourCache.get(key);
     if (c) return c;
-    if (f === 0) {
-      c = faded ? '#e4e4e4' : '#c8c8c8';
+    if (f === 0 || funcType(f) === 'merged') {
+      c = faded ? '#e8e8e8' : (f === 0 ? '#c8c8c8' : '#b0b0b0');
     } else {
       var hsl = typeHsl(funcType(f));
       var jitter = (hash(funcName(f)) % 13) - 6;  // neighbours differ a little
@@ -286,21 +275,6 @@
 
   // ---- Hover ---------------------------------------------------------------
   var tooltip = document.getElementById('tooltip');
-  // Function node -> its prefix-tree nodes (built on first hover: the lines
-  // a function node was seen at).
-  var funcNodesStart = null, funcNodesList = null;
-  function nodesOf(f) {
-    if (!funcNodesStart) {
-      funcNodesStart = new Int32Array(funcCount + 1);
-      for (var n = 0; n < nodeCount; n++) funcNodesStart[nodeFunc[n] + 1]++;
-      for (var g = 0; g < funcCount; g++) funcNodesStart[g + 1] += funcNodesStart[g];
-      var fillAt = funcNodesStart.slice(0, funcCount);
-      funcNodesList = new Int32Array(nodeCount);
-      for (n = 0; n < nodeCount; n++) funcNodesList[fillAt[nodeFunc[n]]++] = n;
-    }
-    return funcNodesList.subarray(funcNodesStart[f], funcNodesStart[f + 1]);
-  }
-
   function frameAt(clientX, clientY) {
     var rect = canvas.getBoundingClientRect();
     var depth = Math.floor((clientY - rect.top) / ROW);
@@ -331,26 +305,22 @@
     name.textContent = funcName(f);
     tooltip.appendChild(name);
     var table = document.createElement('table');
-    if (f !== 0) {
+    if (f !== 0 && funcType(f) !== 'merged') {
       addRow(table, 'type', funcType(f));
-      // Lines of this frame, by samples.
-      var byLine = new Map();
-      var nodes = nodesOf(f);
-      for (var k = 0; k < nodes.length; k++) {
-        var line = frameLine[nodeFrame[nodes[k]]];
-        byLine.set(line, (byLine.get(line) || 0) + nodeTotal[nodes[k]]);
-      }
-      var lines = Array.from(byLine.entries()).filter(function (e) { return e[1] > 0; })
-        .sort(function (a, b) { return b[1] - a[1]; });
+      // The function's lines over the whole profile, most samples first.
+      var lines = fnLines[funcFn[f]], lineTotal = 0;
+      for (var k = 1; k < lines.length; k += 2) lineTotal += lines[k];
       var file = funcFile(f) || '(no file)';
-      if (lines.length <= 1) {
-        var only = lines.length ? lines[0][0] : 0;
+      if (lines.length <= 2) {
+        var only = lines.length ? lines[0] : 0;
         addRow(table, 'file:line', only > 0 ? file + ':' + only : file);
       } else {
-        var shown = lines.slice(0, 6).map(function (e) {
-          return (e[0] > 0 ? e[0] : '?') + ' (' + formatPercent(percent(e[1], funcTotal[f])) + ')';
-        }).join(', ');
-        addRow(table, 'file:line', file + ':' + shown + (lines.length > 6 ? ', ' + (lines.length - 6) + ' more' : ''));
+        var shown = [];
+        for (k = 0; k < lines.length && k < 12; k += 2) {
+          shown.push((lines[k] > 0 ? lines[k] : '?') + ' (' + formatPercent(percent(lines[k + 1], lineTotal)) + ')');
+        }
+        addRow(table, 'file:line', file + ':' + shown.join(', ') +
+               (lines.length > 12 ? ', ' + ((lines.length - 12) / 2) + ' more lines' : '') + ' (whole profile)');
       }
     }
     addRow(table, 'samples', funcTotal[f] + ' (' + formatPercent(percent(funcTotal[f], total)) + ' of all shown)');
@@ -455,8 +425,8 @@
     var summary = document.getElementById('summary');
     var types = new Map();
     for (var f = 1; f < funcCount; f++) types.set(funcType(f), true);
-    summary.textContent = raw.total + ' ' + raw.sampleType + ' in ' + sampleValue.length + ' distinct stacks, ' +
-                          nodeCount + ' stack nodes, ' + (funcCount - 1) + ' frames. ';
+    summary.textContent = raw.total + ' ' + raw.sampleType + ' in ' + sampleValue.length + ' distinct stacks and label sets, ' +
+                          funcCount + ' stack nodes, ' + (fnName.length - 1) + ' functions. ';
     var details = document.createElement('details');
     var title = document.createElement('summary');
     title.textContent = 'What was merged';
@@ -476,7 +446,7 @@
       var swatch = document.createElement('span');
       swatch.className = 'swatch';
       var hsl = typeHsl(type);
-      swatch.style.background = 'hsl(' + hsl[0] + ',' + hsl[1] + '%,' + hsl[2] + '%)';
+      swatch.style.background = type === 'merged' ? '#b0b0b0' : 'hsl(' + hsl[0] + ',' + hsl[1] + '%,' + hsl[2] + '%)';
       legend.appendChild(swatch);
       legend.appendChild(document.createTextNode(type));
     });

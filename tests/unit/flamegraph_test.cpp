@@ -20,13 +20,13 @@ constexpr int64_t kPeriodNs = 10'000'000;
 // The names of node's stack, root first.
 std::vector<std::string> stack_names(const FlamegraphData& data, uint32_t node) {
   std::vector<std::string> names;
-  for (; node != 0; node = data.node_parent[node]) names.push_back(data.frames[data.node_frame[node]].name);
+  for (; node != 0; node = data.node_parent[node]) names.push_back(data.functions[data.node_function[node]].name);
   std::reverse(names.begin(), names.end());
   return names;
 }
 
-const FlamegraphFrame* find_frame(const FlamegraphData& data, const std::string& name) {
-  for (const auto& f : data.frames) {
+const FlamegraphFunction* find_function(const FlamegraphData& data, const std::string& name) {
+  for (const auto& f : data.functions) {
     if (f.name == name) return &f;
   }
   return nullptr;
@@ -80,17 +80,17 @@ TEST_F(FlamegraphTest, NamesTypesAndLinesAreThoseOfTheProfile) {
             (std::vector<std::string>{"main", "<module>", "block (2 levels) in <class:Worker>", "JS:*hot",
                                       "libstripped.so+0x2123", "do_syscall_64"}));
   std::map<std::string, std::string> types;
-  for (const auto& f : d.frames) types[f.name] = f.type;
+  for (const auto& f : d.functions) types[f.name] = f.type;
   EXPECT_EQ(types["main"], "native");
   EXPECT_EQ(types["<module>"], "python");
   EXPECT_EQ(types["block (2 levels) in <class:Worker>"], "ruby");
   EXPECT_EQ(types["JS:*hot"], "jit");
   EXPECT_EQ(types["do_syscall_64"], "kernel");
   EXPECT_EQ(types["libstripped.so+0x2123"], "native");
-  const FlamegraphFrame* module_frame = find_frame(d, "<module>");
-  ASSERT_NE(module_frame, nullptr);
-  EXPECT_EQ(module_frame->file, "/srv/job.py");
-  EXPECT_EQ(module_frame->line, 3);
+  const FlamegraphFunction* module_function = find_function(d, "<module>");
+  ASSERT_NE(module_function, nullptr);
+  EXPECT_EQ(module_function->file, "/srv/job.py");
+  EXPECT_EQ(module_function->lines, (std::vector<std::pair<int64_t, int64_t>>{{3, 5}}));
   EXPECT_EQ(d.total, 5);
   EXPECT_EQ(d.sample_type, "samples/count");
 }
@@ -149,22 +149,62 @@ TEST_F(FlamegraphTest, FunctionNodesMergeLinesAndAreInPreorderByName) {
   builder_.add_sample({alpha, main_frame}, 1, labels(1));
   FlamegraphData d = data();
 
-  // Prefix-tree nodes keep the lines apart: root, main, zeta:30, zeta:31,
-  // leaf under each, alpha.
-  EXPECT_EQ(d.node_parent.size(), 7u);
-  // Function nodes: root, main, alpha, zeta (both lines), leaf: preorder,
-  // siblings by name.
+  // Nodes: root, main, alpha, zeta (both lines), leaf: preorder, siblings
+  // by name.
   std::vector<std::string> preorder;
-  for (uint32_t f = 0; f < d.function_frame.size(); ++f) {
-    preorder.push_back(f == 0 ? "(root)" : d.frames[d.function_frame[f]].name);
+  for (uint32_t n = 0; n < d.node_function.size(); ++n) preorder.push_back(d.functions[d.node_function[n]].name);
+  EXPECT_EQ(preorder, (std::vector<std::string>{"all", "main", "alpha", "zeta", "leaf"}));
+  EXPECT_EQ(d.node_end, (std::vector<uint32_t>{5, 5, 3, 5, 5}));
+  EXPECT_EQ(d.node_parent, (std::vector<uint32_t>{0, 0, 1, 1, 3}));
+  // zeta's lines, most samples first.
+  const FlamegraphFunction* zeta = find_function(d, "zeta");
+  ASSERT_NE(zeta, nullptr);
+  EXPECT_EQ(zeta->lines, (std::vector<std::pair<int64_t, int64_t>>{{30, 6}, {31, 2}}));
+  // The samples: leaf (8, from both lines of zeta), alpha (1).
+  ASSERT_EQ(d.samples.size(), 2u);
+  EXPECT_EQ(stack_names(d, d.samples[0].node), (std::vector<std::string>{"main", "alpha"}));
+  EXPECT_EQ(d.samples[0].value, 1);
+  EXPECT_EQ(stack_names(d, d.samples[1].node), (std::vector<std::string>{"main", "zeta", "leaf"}));
+  EXPECT_EQ(d.samples[1].value, 8);
+}
+
+TEST_F(FlamegraphTest, PastTheNodeBudgetSmallSubtreesAreMergedUnderTheirCaller) {
+  uint64_t main_frame = native("main", 0x401000);
+  uint64_t hot = native("hot", 0x402000);
+  builder_.add_sample({hot, main_frame}, 100, labels(1));
+  // 20 rare callees of main, 1 sample each, one with a callee of its own.
+  for (int i = 0; i < 20; ++i) {
+    uint64_t rare = native("rare" + std::to_string(i), 0x403000 + 0x10 * i);
+    if (i == 0) {
+      builder_.add_sample({native("deeper", 0x404000), rare, main_frame}, 1, labels(1, "other"));
+    } else {
+      builder_.add_sample({rare, main_frame}, 1, labels(1));
+    }
   }
-  EXPECT_EQ(preorder, (std::vector<std::string>{"(root)", "main", "alpha", "zeta", "leaf"}));
-  EXPECT_EQ(d.function_end, (std::vector<uint32_t>{5, 5, 3, 5, 5}));
-  EXPECT_EQ(d.function_parent, (std::vector<uint32_t>{0, 0, 1, 1, 3}));
-  for (uint32_t n = 1; n < d.node_parent.size(); ++n) {
-    EXPECT_LT(d.node_parent[n], n);
-    EXPECT_EQ(d.frames[d.node_frame[n]].name, d.frames[d.function_frame[d.node_function[n]]].name);
+  auto result = flamegraph_data(builder_.build(), 8);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const FlamegraphData& d = *result;
+  EXPECT_EQ(d.nodes_before_merge, 24u);  // root, main, hot, 20 rare, deeper
+  EXPECT_LE(d.node_parent.size(), 8u);
+  std::vector<std::string> preorder;
+  for (uint32_t n = 0; n < d.node_function.size(); ++n) preorder.push_back(d.functions[d.node_function[n]].name);
+  EXPECT_EQ(preorder, (std::vector<std::string>{"all", "main", "hot", "[merged: subtrees of 1 samples or fewer]"}));
+  EXPECT_EQ(d.functions[d.node_function[3]].type, "merged");
+  // Every sample kept: 100 in hot, 20 in the merged node (two label sets).
+  int64_t merged_total = 0, total = 0;
+  for (const auto& s : d.samples) {
+    total += s.value;
+    if (s.node == 3) merged_total += s.value;
   }
+  EXPECT_EQ(total, 120);
+  EXPECT_EQ(merged_total, 20);
+  EXPECT_EQ(d.samples.size(), 3u) << "hot, merged with comm app, merged with comm other";
+  std::string merged;
+  for (const auto& line : d.merged) merged += line + "\n";
+  EXPECT_NE(merged.find("24 stack nodes are more than the page's 8: each subtree of 1 samples or fewer is one "
+                        "\"[merged]\" frame under its caller, 4 nodes left"),
+            std::string::npos)
+      << merged;
 }
 
 TEST_F(FlamegraphTest, NamesThatCloseScriptElementsAreEscapedInThePage) {
@@ -175,8 +215,8 @@ TEST_F(FlamegraphTest, NamesThatCloseScriptElementsAreEscapedInThePage) {
   builder_.add_sample({weird, main_frame}, 2, labels(1, "</script>"));
   builder_.add_sample({separator, main_frame}, 1, labels(1));
   FlamegraphData d = data();
-  ASSERT_NE(find_frame(d, hostile), nullptr);
-  EXPECT_EQ(find_frame(d, hostile)->type, "python");
+  ASSERT_NE(find_function(d, hostile), nullptr);
+  EXPECT_EQ(find_function(d, hostile)->type, "python");
 
   std::string json = flamegraph_json(d);
   EXPECT_EQ(json.find('<'), std::string::npos) << json;
