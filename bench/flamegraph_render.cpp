@@ -10,6 +10,8 @@
 // 2000 threads (the tid the page drops) and 60 thread names.
 //
 // Figures, median of RUNS loads each:
+//   nodes: the stack tree's nodes, and (in parentheses) those left after
+//     the page's node budget merged the smallest subtrees (flamegraph.h);
 //   page: bytes, and the C++ time to turn the profile into the page;
 //   script: the page's own measure, performance.now() from its script's
 //     start to the first frame drawn (parse the data, weigh, lay out, draw);
@@ -127,7 +129,7 @@ Load load(const std::string& url, const std::string& work_dir) {
 }
 
 struct Figures {
-  size_t stacks = 0, nodes = 0, bytes = 0;
+  size_t stacks = 0, nodes_before = 0, nodes = 0, bytes = 0;
   double build_ms = 0, script_ms = 0, since_navigation_ms = 0, wall_ms = 0;
   std::string errors;
 };
@@ -148,6 +150,7 @@ Figures measure(size_t stacks, int runs, const std::string& dir) {
     page = flamegraph_page(*data, "synthetic.pb.gz");
     build.push_back(elapsed_ms(start));
     figures.nodes = data->node_parent.size();
+    figures.nodes_before = data->nodes_before_merge;
   }
   figures.build_ms = median(build);
   figures.bytes = page.size();
@@ -185,14 +188,15 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) empty_wall.push_back(load("file://" + dir + "/empty.html", dir).wall_ms);
 
   std::printf("flamegraph_render: pages drawn in headless Chromium, median of %d loads\n", runs);
-  std::printf("%8s %9s %8s %9s %10s %17s %9s\n", "stacks", "nodes", "page MB", "build ms", "script ms",
+  std::printf("%8s %17s %8s %9s %10s %14s %9s\n", "stacks", "nodes (merged)", "page MB", "build ms", "script ms",
               "since nav. ms", "wall ms");
-  std::printf("%8s %9s %8s %9s %10s %17s %9.0f   (empty page)\n", "-", "-", "-", "-", "-", "-", median(empty_wall));
+  std::printf("%8s %17s %8s %9s %10s %14s %9.0f   (empty page)\n", "-", "-", "-", "-", "-", "-", median(empty_wall));
   bool ok = true;
   Figures big;
   for (size_t stacks : {1000, 100000}) {
     Figures f = measure(stacks, runs, dir);
-    std::printf("%8zu %9zu %8.1f %9.0f %10.0f %17.0f %9.0f%s\n", f.stacks, f.nodes, f.bytes / 1e6, f.build_ms,
+    std::string nodes = std::to_string(f.nodes_before) + " (" + std::to_string(f.nodes) + ")";
+    std::printf("%8zu %17s %8.1f %9.0f %10.0f %14.0f %9.0f%s\n", f.stacks, nodes.c_str(), f.bytes / 1e6, f.build_ms,
                 f.script_ms, f.since_navigation_ms, f.wall_ms, f.errors.empty() ? "" : ("   " + f.errors).c_str());
     if (!f.errors.empty() || f.script_ms < 0) ok = false;
     big = f;

@@ -91,17 +91,27 @@ class DataBuilder {
         line_samples_[{frame.function, frame.line}] += value;
       }
       if (node == 0) ++no_frames;
-      LabelSetKey labels;
+      // The labels as the profile's integers first: most samples repeat a
+      // set seen before, and comparing integers is cheap.
+      label_ids_.clear();
       for (const auto& label : sample.label()) {
-        std::string key = str(label.key());
-        if (key == kDroppedLabel) {
+        if (str(label.key()) == kDroppedLabel) {
           ++tid_labels;
           continue;
         }
-        labels.emplace_back(std::move(key), label.str() != 0 ? str(label.str()) : std::to_string(label.num()));
+        label_ids_.insert(label_ids_.end(), {label.key(), label.str(), label.num()});
       }
-      std::sort(labels.begin(), labels.end());
-      merged_samples[(static_cast<uint64_t>(node) << 32) | label_set(std::move(labels))] += value;
+      auto [known, added] = label_set_by_ids_.try_emplace(label_ids_, 0);
+      if (added) {
+        LabelSetKey labels;
+        for (size_t i = 0; i < label_ids_.size(); i += 3) {
+          labels.emplace_back(str(label_ids_[i]),
+                              label_ids_[i + 1] != 0 ? str(label_ids_[i + 1]) : std::to_string(label_ids_[i + 2]));
+        }
+        std::sort(labels.begin(), labels.end());
+        known->second = label_set(std::move(labels));
+      }
+      merged_samples[(static_cast<uint64_t>(node) << 32) | known->second] += value;
       data_.total += value;
     }
     for (const auto& [key, value] : merged_samples) {
@@ -356,6 +366,8 @@ class DataBuilder {
   std::map<std::tuple<std::string, std::string, std::string>, uint32_t> function_ids_;
   std::unordered_map<uint64_t, uint32_t> children_;
   std::map<LabelSetKey, uint32_t> label_set_ids_;
+  std::map<std::vector<int64_t>, uint32_t> label_set_by_ids_;  // (key, str, num)... -> label set
+  std::vector<int64_t> label_ids_;
   std::unordered_map<std::pair<uint32_t, int64_t>, int64_t, PairHash> line_samples_;
   // The tree as built (parent index < child index), before order_nodes.
   std::vector<uint32_t> parent_, function_;
