@@ -83,7 +83,7 @@ class DataBuilder {
         }
         auto frames = location_frames(*location->second);
         if (!frames) return make_error(fmt::format("sample {}: {}", s, frames.error().message));
-        stack.insert(stack.end(), frames->rbegin(), frames->rend());
+        stack.insert(stack.end(), (*frames)->rbegin(), (*frames)->rend());
       }
       uint32_t node = 0;
       for (const Frame& frame : stack) {
@@ -168,10 +168,10 @@ class DataBuilder {
   }
 
   // The frames of a location, innermost first (its inlined calls, then the
-  // function owning the address).
-  Result<std::vector<Frame>> location_frames(const pb::Location& location) {
+  // function owning the address); computed once per location, not copied.
+  Result<const std::vector<Frame>*> location_frames(const pb::Location& location) {
     if (auto cached = location_frames_.find(location.id()); cached != location_frames_.end()) {
-      return cached->second;
+      return &cached->second;
     }
     std::string mapping_file;
     const pb::Mapping* mapping = nullptr;
@@ -208,8 +208,7 @@ class DataBuilder {
       }
       frames.push_back({function_index(name, "", frame_type_of(name, "", mapping_file)), 0});
     }
-    location_frames_.emplace(location.id(), frames);
-    return frames;
+    return &location_frames_.emplace(location.id(), std::move(frames)).first->second;
   }
 
   uint32_t function_index(const std::string& name, const std::string& file, const std::string& type) {
