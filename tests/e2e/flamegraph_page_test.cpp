@@ -244,6 +244,17 @@ TEST(FlamegraphPageTest, BadInputGivesOneLineNamingTheFile) {
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   EXPECT_NE(result.err.find(not_a_profile), std::string::npos) << result.err;
   EXPECT_FALSE(fs::exists(dir + "/out.html"));
+
+  // record refuses an unwritable page before it samples (no BPF loaded).
+  auto record = run_command({OMNIPROF_BINARY, "record", "-d", "1", "-o", dir + "/p.pb.gz", "--flamegraph",
+                             dir + "/missing/page.html"});
+  EXPECT_EQ(record.exit_code, 2) << record.err;
+  EXPECT_EQ(std::count(record.err.begin(), record.err.end(), '\n'), 1) << record.err;
+  EXPECT_NE(record.err.find("--flamegraph: cannot write " + dir + "/missing/page.html: directory " + dir +
+                            "/missing does not exist"),
+            std::string::npos)
+      << record.err;
+  EXPECT_FALSE(fs::exists(dir + "/p.pb.gz"));
 }
 
 }  // namespace
