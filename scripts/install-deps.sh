@@ -21,6 +21,10 @@ PACKAGES=(
   ruby-dev
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
+  # the flamegraph page's test and benchmark load it in headless Chromium
+  # (fonts-liberation: a recommends of chromium, which --no-install-recommends
+  # leaves out; without a font the page's text is drawn as boxes)
+  chromium fonts-liberation
   # the Debian packages' checks (tests/packaging/): lintian, systemd-analyze
   # (cpack, dpkg and setpriv come with cmake, dpkg and util-linux)
   lintian systemd

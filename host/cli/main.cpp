@@ -1,4 +1,4 @@
-// omniprof command line: record, run, plugins, config, debug. Fatal errors are exceptions
+// omniprof command line: record, run, plugins, config, debug, flamegraph. Fatal errors are exceptions
 // caught here; everything recoverable comes back as a Result.
 #include <errno.h>
 #include <signal.h>
@@ -22,6 +22,8 @@
 #include "log/logger.h"
 #include "plugins/plugin_abi.h"
 #include "plugins/plugin_host.h"
+#include "profile/flamegraph.h"
+#include "profile/pprof_reader.h"
 #include "profile/round_output.h"
 #include "symbolize/elf_symbolizer.h"
 
@@ -89,9 +91,23 @@ void print_stats(const Agent& agent, std::ostream& out) {
   for (const auto& line : agent.stats()) out << fmt::format("  {:<40} {}\n", line.name, line.value);
 }
 
+// `omniprof flamegraph PROFILE -o FILE.html`: the page of a saved profile
+// (host/profile/flamegraph.h).
+int cmd_flamegraph(const std::string& profile_path, const std::string& output) {
+  auto profile = read_pprof_file(profile_path);
+  if (!profile) fail(profile.error().message);
+  if (auto r = write_flamegraph_page(*profile, fs::path(profile_path).filename().string(), output); !r) {
+    fail(r.error().message);
+  }
+  std::cout << fmt::format("wrote {}\n", output);
+  return 0;
+}
+
+// What `record` writes besides its profile.
 struct RecordViews {
   bool keep_interpreter_internals = false;  // --keep-interpreter-internals
   std::string other_view_output;            // --other-view-output FILE
+  std::string flamegraph;                   // --flamegraph FILE.html
 };
 
 int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<int32_t>& pids,
@@ -108,6 +124,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   if (auto r = check_profile_writable(output); !r) fail(r.error().message, 2);
   if (!views.other_view_output.empty()) {
     if (auto r = check_profile_writable(views.other_view_output); !r) fail(r.error().message, 2);
+  }
+  if (!views.flamegraph.empty()) {
+    if (auto r = check_profile_writable(views.flamegraph); !r) fail("--flamegraph: " + r.error().message, 2);
   }
   set_log_level(config.log_level);
   Agent agent(config, bpf_stats);
@@ -139,6 +158,14 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   if (auto r = profile.write_gzip(output); !r) fail(r.error().message, 1);
   std::cout << fmt::format("wrote {} ({} samples, interpreter internals {})\n", output, profile.total_samples(),
                            fold.front() ? "folded" : "kept");
+  // The page of the very profile just written (not read back: the same
+  // message ProfileBuilder serialized).
+  if (!views.flamegraph.empty()) {
+    if (auto r = write_flamegraph_page(profile.build(), fs::path(output).filename().string(), views.flamegraph); !r) {
+      fail(r.error().message, 1);
+    }
+    std::cout << fmt::format("wrote {}\n", views.flamegraph);
+  }
   if (profiles.size() > 1) {
     if (auto r = profiles[1].write_gzip(views.other_view_output); !r) fail(r.error().message, 1);
     std::cout << fmt::format("wrote {} (the same samples, interpreter internals {})\n", views.other_view_output,
@@ -303,6 +330,7 @@ int main(int argc, char** argv) {
   record->add_option("--other-view-output", views.other_view_output,
                      "also write the same samples with interpreter internals the other way (kept if the profile "
                      "folds them, folded if it keeps them), to compare");
+  record->add_option("--flamegraph", views.flamegraph, "also write the profile's flamegraph page (HTML) here");
 
   uint32_t rounds = 0;
   auto* run = app.add_subcommand("run", "profile continuously, one pprof file per round");
@@ -322,9 +350,15 @@ int main(int argc, char** argv) {
       "config", "print the merged configuration, each value with the file and line it came from");
   config_command->add_option("--config", config_path, config_help)->check(CLI::ExistingFile);
 
+  std::string flamegraph_profile, flamegraph_output;
+  auto* flamegraph = app.add_subcommand("flamegraph", "write a profile's flamegraph as one self-contained HTML page");
+  flamegraph->add_option("profile", flamegraph_profile, "pprof file (gzip'd or not)")->required();
+  flamegraph->add_option("-o,--output", flamegraph_output, "HTML file to write")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*record) return cmd_record(config_path, hz, pids, seconds, output, top, bpf_stats, views);
+    if (*flamegraph) return cmd_flamegraph(flamegraph_profile, flamegraph_output);
     if (*run) return cmd_run(config_path, rounds);
     if (*plugins) return cmd_plugins(config_path);
     if (*config_command) return cmd_config(config_path);
