@@ -251,8 +251,11 @@ TEST(FunctionStartNamesTest, StrippedPython311HasOneRowPerUnnamedFunction) {
       "    burn()\n";
   BackgroundProcess target({python, "-c", script});
   const std::string out = temp_dir("python_stripped") + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "5", "-F", "99", "-p", std::to_string(target.pid()),
-                             "-o", out});
+  // Every native frame kept: by default the interpreter's own frames fold
+  // into the Python frames they run, and this test is about how the
+  // unnamed ones are named.
+  auto result = run_command({OMNIPROF_BINARY, "record", "--keep-interpreter-internals", "-d", "5", "-F", "99", "-p",
+                             std::to_string(target.pid()), "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
 
   std::string error;
