@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -40,7 +41,11 @@ long long counter(const std::string& output, const std::string& name) {
 // llvm_calls.py has loaded both libraries (ctypes.CDLL, in this order).
 ::testing::AssertionResult wait_for_libraries(pid_t pid) {
   for (const char* library : {kLlvm, kClang}) {
-    if (!wait_for_mapping(pid, library, std::chrono::seconds(120))) {
+    // /proc/PID/maps names the file, not the symlink the test names it by
+    // (libclang-cpp.so.14 is in /usr/lib/llvm-14/lib).
+    std::error_code ec;
+    const std::string mapped = std::filesystem::canonical(library, ec).string();
+    if (!wait_for_mapping(pid, ec ? std::string(library) : mapped, std::chrono::seconds(120))) {
       return ::testing::AssertionFailure() << "pid " << pid << " never mapped " << library;
     }
   }
