@@ -68,13 +68,19 @@ bool wait_for_unwind_tables(const Agent& agent, std::chrono::seconds limit, bool
   }
   // One line, naming what was not ready: walks through those files may stop
   // short (native.walks_table_building counts them).
-  log().warn("unwind tables not ready after {} s ({}/{} files; not ready: {}){}; recording anyway, walks through "
-             "them may stop short (raise startup.unwind_tables_wait_seconds)",
-             limit.count(), progress.settled, progress.total,
-             !progress.waiting.empty() ? waiting_list(progress.waiting, 8)
-             : progress.files_known   ? std::string("none; a -p process is being read again")
-                                      : std::string("none; processes are still being read"),
-             progress.building.empty() ? "" : fmt::format(", building {}", progress.building));
+  std::string what;
+  if (!progress.files_known) {
+    what = "the processes found at start are still being read";
+  } else if (!progress.waiting.empty()) {
+    what = fmt::format("{}/{} files; not ready: {}", progress.settled, progress.total,
+                       waiting_list(progress.waiting, 8));
+  } else {
+    what = fmt::format("{}/{} files; a -p process is being read again", progress.settled, progress.total);
+  }
+  if (!progress.building.empty()) what += fmt::format("; building {}", progress.building);
+  log().warn("unwind tables not ready after {} s ({}); recording anyway, walks through them may stop short "
+             "(raise startup.unwind_tables_wait_seconds)",
+             limit.count(), what);
   return false;
 }
 

@@ -170,7 +170,11 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
 }
 
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // The main thread calls this before each drain: while another thread
+  // builds a table (seconds for a large library on a cold cache) the drain,
+  // and record's clock, must not wait for it. The retries run at a later drain.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   for (auto& [file_id, entry] : entries_) {
     if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
   }

@@ -105,7 +105,8 @@ class ExecutableInfoManager {
   void load_referenced(const std::vector<uint64_t>& file_ids);
   // A process that mapped `file_id` is gone or replaced its mappings.
   void remove_or_dec_ref(uint64_t file_id);
-  // Retries deferred files whose backoff has passed. Called once per drain.
+  // Retries deferred files whose backoff has passed. Called once per drain;
+  // does nothing while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());
   // A sample had a frame in this executable. Space runs out: executables no
   // process has sampled for kEvictAfterIdle make room (their processes fall
