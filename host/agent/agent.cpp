@@ -255,12 +255,15 @@ void Agent::stop() {
 Agent::StartupProgress Agent::startup_progress() const {
   StartupProgress progress;
   if (!executables_) return progress;
+  const bool scan_done = startup_scan_done_.load();
   {
     std::lock_guard<std::mutex> lock(startup_mutex_);
     progress.files_known = startup_files_known_;
     progress.total = startup_files_.size();
     for (const auto& file : startup_files_) {
-      if (executables_->settled(file.file_id)) {
+      // Once the scan is over, a file no process references was mapped only
+      // by processes that exited before they were published.
+      if (executables_->settled(file.file_id) || (scan_done && !executables_->referenced(file.file_id))) {
         progress.settled++;
       } else {
         progress.waiting.push_back(file.name);
@@ -270,7 +273,7 @@ Agent::StartupProgress Agent::startup_progress() const {
   progress.building = executables_->building();
   // A -p process re-read meanwhile (a library it loaded since) may be
   // building a table of a file the scan did not see.
-  progress.ready = startup_scan_done_.load() && progress.waiting.empty() && !processes_->busy(config_.pids);
+  progress.ready = scan_done && progress.waiting.empty() && !processes_->busy(config_.pids);
   return progress;
 }
 

@@ -122,7 +122,11 @@ bool ExecutableInfoManager::add_ref_locked(const Reference& reference) {
   const std::string& name = reference.name;
   entry.name = name.empty() || name == reference.path ? reference.path : name + " (" + reference.path + ")";
   entry.mapped_name = name.empty() ? reference.path : name;
-  if (first) entry.first_load_pending = true;
+  if (first) {
+    entry.first_load_pending = true;
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    referenced_.insert(reference.file_id);
+  }
   return first;
 }
 
@@ -167,6 +171,7 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
   entries_.erase(it);
   std::lock_guard<std::mutex> status_lock(status_mutex_);
   settled_.erase(file_id);
+  referenced_.erase(file_id);
 }
 
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
@@ -207,6 +212,11 @@ bool ExecutableInfoManager::is_loaded(uint64_t file_id) const {
 bool ExecutableInfoManager::settled(uint64_t file_id) const {
   std::lock_guard<std::mutex> lock(status_mutex_);
   return settled_.count(file_id) > 0;
+}
+
+bool ExecutableInfoManager::referenced(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return referenced_.count(file_id) > 0;
 }
 
 std::string ExecutableInfoManager::building() const {

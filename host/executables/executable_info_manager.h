@@ -120,6 +120,10 @@ class ExecutableInfoManager {
   // for a load in progress (unlike the calls above, which hold the lock a
   // load holds).
   bool settled(uint64_t file_id) const;
+  // Some process holds a reference to the file. Does not wait for a load
+  // either: a file the start-up scan found whose processes all exited before
+  // they were published has none, and nothing to wait for.
+  bool referenced(uint64_t file_id) const;
   // The file whose table is being built now, by the name its process maps
   // it under ("" when none), for progress lines.
   std::string building() const;
@@ -165,6 +169,7 @@ class ExecutableInfoManager {
   // Held only briefly (never across a load): what settled() and building() read.
   mutable std::mutex status_mutex_;
   std::unordered_set<uint64_t> settled_;
+  std::unordered_set<uint64_t> referenced_;  // the keys of entries_
   std::string building_;
 };
 

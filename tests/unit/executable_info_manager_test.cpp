@@ -117,8 +117,10 @@ TEST(ExecutableInfoManagerTest, MarkOfAFileDroppedBeforeItsBuildIsCleared) {
   ExecutableInfoManager manager(loader);
   auto to_load = manager.add_refs({{5, "/usr/bin/gone", nullptr, ""}});
   EXPECT_EQ(loader.building, (std::set<uint64_t>{5}));
+  EXPECT_TRUE(manager.referenced(5));
   manager.remove_or_dec_ref(5);
   EXPECT_TRUE(loader.building.empty());
+  EXPECT_FALSE(manager.referenced(5));
   manager.load_referenced(to_load);
   EXPECT_EQ(loader.loads[5], 0);
   EXPECT_FALSE(manager.settled(5));
