@@ -156,7 +156,7 @@ Result<void> Agent::start() {
   } else {
     log().warn("kernel frames will not be named: {}", kernel.error().message);
   }
-  executable_loader_ = std::make_unique<PluginExecutableLoader>(*plugins_);
+  executable_loader_ = std::make_unique<PluginExecutableLoader>(*plugins_, maps_.get());
   executables_ = std::make_unique<ExecutableInfoManager>(*executable_loader_);
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
   open_executables_ = std::make_unique<OpenExecutables>(file_ids_, executable_descriptor_budget());
@@ -200,7 +200,20 @@ Result<void> Agent::start() {
     }
   });
 
-  processes_->scan(config_.pids);
+  // The processes running now (or -p's) are read and their tables built on
+  // a thread of their own while sampling starts: `record` waits for them
+  // (startup_progress) before its clock starts, `run` does not wait.
+  startup_scan_thread_ = std::thread([this] {
+    processes_->scan(
+        config_.pids,
+        [this](const std::vector<ProcessTracker::ScannedFile>& files) {
+          std::lock_guard<std::mutex> lock(startup_mutex_);
+          startup_files_ = files;
+          startup_files_known_ = true;
+        },
+        &stopping_);
+    startup_scan_done_ = true;
+  });
 
   if (bpf_stats_) {
     int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -229,12 +242,46 @@ void Agent::stop() {
     stopping_ = true;
   }
   tick_wakeup_.notify_all();
+  // The scan stops between processes (a table build under way finishes).
+  if (startup_scan_thread_.joinable()) startup_scan_thread_.join();
   if (event_thread_.joinable()) event_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (events_) ring_buffer__free(events_);
   events_ = nullptr;
   for (bpf_link* link : lifecycle_links_) bpf_link__destroy(link);
   lifecycle_links_.clear();
+}
+
+Agent::StartupProgress Agent::startup_progress() const {
+  StartupProgress progress;
+  if (!executables_) return progress;
+  const bool scan_done = startup_scan_done_.load();
+  {
+    std::lock_guard<std::mutex> lock(startup_mutex_);
+    progress.files_known = startup_files_known_;
+    progress.total = startup_files_.size();
+    for (const auto& file : startup_files_) {
+      // Once the scan is over, a file no process references was mapped only
+      // by processes that exited before they were published.
+      if (executables_->settled(file.file_id) || (scan_done && !executables_->referenced(file.file_id))) {
+        progress.settled++;
+      } else {
+        progress.waiting.push_back(file.name);
+      }
+    }
+  }
+  progress.building = executables_->building();
+  // A -p process re-read meanwhile (a library it loaded since) may be
+  // building a table of a file the scan did not see.
+  progress.ready = scan_done && progress.waiting.empty() && !processes_->busy(config_.pids);
+  return progress;
+}
+
+void Agent::discard_round() {
+  (void)collect();
+  round_.clear();
+  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
+  round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
 }
 
 Result<void> Agent::collect() {

@@ -64,6 +64,22 @@ class Agent {
   void stop_sampling();
   void stop();
 
+  // The start-up scan (processes_->scan, on its own thread from start()):
+  // how many of the files the processes found at start map have their
+  // unwind tables settled (stored, or failed and logged).
+  struct StartupProgress {
+    bool files_known = false;  // the scan has read every process
+    size_t settled = 0;
+    size_t total = 0;
+    bool ready = false;        // scan over, every file settled, no target being re-read
+    std::string building;      // the file whose table is being built now, if any
+    std::vector<std::string> waiting;  // files not settled yet (their paths as mapped)
+  };
+  StartupProgress startup_progress() const;
+  // Drops every sample taken so far (those of the start-up, whose walks
+  // may have met tables still being built) and starts the round afresh.
+  void discard_round();
+
   Result<void> collect();
   // Builds the profile of the round so far (interpreter internals folded or
   // kept as the config says) and starts a new round.
@@ -103,6 +119,13 @@ class Agent {
   std::mutex tick_mutex_;
   std::condition_variable tick_wakeup_;
   std::atomic<bool> stopping_{false};
+  // The start-up scan runs here, so that record can say how far it is and
+  // bound its wait (startup.unwind_tables_wait_seconds).
+  std::thread startup_scan_thread_;
+  std::atomic<bool> startup_scan_done_{false};
+  mutable std::mutex startup_mutex_;
+  std::vector<ProcessTracker::ScannedFile> startup_files_;  // under startup_mutex_
+  bool startup_files_known_ = false;                        // under startup_mutex_
   RoundSamples round_;
   int64_t round_start_unix_ns_ = 0;
   int64_t round_start_mono_ns_ = 0;

@@ -272,6 +272,22 @@ void BpfMaps::delete_process_info(int32_t pid) {
   bpf_map_delete_elem(map_fd(OMNIPROF_MAP_PROCESS_INFO), &key);
 }
 
+bool BpfMaps::mark_unwind_table_building(uint64_t file_id) {
+  omniprof_executable_unwind_info placeholder{};
+  placeholder.flags = OMNIPROF_UNWIND_INFO_BUILDING;
+  // BPF_NOEXIST: a stored table (loaded for another process) stays as it is.
+  return bpf_map_update_elem(map_fd(OMNIPROF_MAP_UNWIND_INFO), &file_id, &placeholder, BPF_NOEXIST) == 0 ||
+         errno == EEXIST;
+}
+
+void BpfMaps::clear_unwind_table_building(uint64_t file_id) {
+  int fd = map_fd(OMNIPROF_MAP_UNWIND_INFO);
+  omniprof_executable_unwind_info info{};
+  if (bpf_map_lookup_elem(fd, &file_id, &info) == 0 && (info.flags & OMNIPROF_UNWIND_INFO_BUILDING)) {
+    bpf_map_delete_elem(fd, &file_id);
+  }
+}
+
 Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return make_error("cannot count possible CPUs");

@@ -89,6 +89,15 @@ class BpfMaps {
   Result<void> write_process_info(int32_t pid, const omniprof_process_info& info);
   void delete_process_info(int32_t pid);
 
+  // A table of `file_id` is about to be built: writes the placeholder entry
+  // (no chunks, OMNIPROF_UNWIND_INFO_BUILDING) in executable_unwind_info
+  // unless the file has an entry already (abi.h). False when the map is full.
+  bool mark_unwind_table_building(uint64_t file_id);
+  // The build is over: removes the placeholder if nothing replaced it (the
+  // file stored no table). Called by whoever serialises the builds
+  // (ExecutableInfoManager), so no build of the file runs meanwhile.
+  void clear_unwind_table_building(uint64_t file_id);
+
   // percpu_stats summed over CPUs, OMNIPROF_NUM_STATS entries.
   Result<std::vector<uint64_t>> read_stats() const;
 

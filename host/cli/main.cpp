@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "cli/unwind_table_wait.h"
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_support.h"
 #include "config/config.h"
@@ -134,6 +135,10 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   install_signal_handlers();
 
   bool tty = isatty(STDERR_FILENO);
+  // The clock starts once the tables of the processes found at start are
+  // stored; what was sampled before is dropped (cli/unwind_table_wait.h).
+  wait_for_unwind_tables(agent, std::chrono::seconds(config.unwind_tables_wait_seconds), tty, g_stop);
+  agent.discard_round();
   auto start = std::chrono::steady_clock::now();
   for (uint32_t s = 1; s <= seconds && !g_stop; ++s) {
     interruptible_sleep(1000);

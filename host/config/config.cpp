@@ -46,6 +46,7 @@ constexpr IntegerRange kProcessMapRange{64, 1048576};
 // (1 MiB): at least one, at most 4 GiB of them.
 constexpr IntegerRange kUnwindMemoryMbRange{1, 4096};
 constexpr IntegerRange kExecutableMapRange{64, 1048576};
+constexpr IntegerRange kWaitSecondsRange{0, 3600};
 constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
 
 constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
@@ -73,7 +74,7 @@ class DocumentApplier {
                                        describe(root)));
     }
     auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
-                                         "runtimes", "pids", "maps", "log_level", "profile"});
+                                         "runtimes", "pids", "maps", "startup", "log_level", "profile"});
     if (!entries) return entries.error();
     for (const Located& entry : *entries) {
       Result<void> applied = apply_top_level(entry);
@@ -102,6 +103,11 @@ class DocumentApplier {
     if (key == "plugins") {
       return apply_section(entry, {"directories"}, [&](const Located& field) {
         return read_path_list(field, config_.plugin_directories);
+      });
+    }
+    if (key == "startup") {
+      return apply_section(entry, {"unwind_tables_wait_seconds"}, [&](const Located& field) {
+        return read_unsigned(field, kWaitSecondsRange, config_.unwind_tables_wait_seconds);
       });
     }
     if (key == "runtimes") return apply_runtimes(entry);

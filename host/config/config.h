@@ -41,6 +41,11 @@ struct Config {
   uint32_t unwind_memory_mb = OMNIPROF_DEFAULT_UNWIND_MEMORY_MB;
   uint32_t executable_entries = 2048;     // maps.executables: executables with unwind tables
   std::string log_level = "info";         // debug, info, warn or error
+  // startup.unwind_tables_wait_seconds, 0..3600: how long `record` waits for
+  // the unwind tables of the processes found at start before its clock
+  // starts anyway (cli/unwind_table_wait.h). Generous: a cold page cache, or
+  // a QEMU guest without KVM, takes seconds per large library.
+  uint32_t unwind_tables_wait_seconds = 300;
   // profile.interpreter_internals: "fold" (native frames of the interpreter's
   // own code fold into the Python/Ruby frames they run: their samples are
   // that function's self time) or "keep" (every native frame, for people

@@ -109,6 +109,7 @@ std::string describe_config(const LoadedConfig& loaded) {
   settings.emplace_back("maps.processes", std::to_string(c.process_entries));
   settings.emplace_back("maps.unwind_memory_mb", std::to_string(c.unwind_memory_mb));
   settings.emplace_back("maps.executables", std::to_string(c.executable_entries));
+  settings.emplace_back("startup.unwind_tables_wait_seconds", std::to_string(c.unwind_tables_wait_seconds));
   settings.emplace_back("log_level", c.log_level);
   settings.emplace_back("profile.interpreter_internals", c.fold_interpreter_internals ? "fold" : "keep");
 

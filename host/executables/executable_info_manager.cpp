@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bpf/bpf_maps.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
 
@@ -35,6 +36,14 @@ void PluginExecutableLoader::unload(uint64_t file_id) {
   }
 }
 
+void PluginExecutableLoader::mark_building(uint64_t file_id) {
+  if (maps_) maps_->mark_unwind_table_building(file_id);
+}
+
+void PluginExecutableLoader::clear_building(uint64_t file_id) {
+  if (maps_) maps_->clear_unwind_table_building(file_id);
+}
+
 bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
   Entry* oldest = nullptr;
   uint64_t oldest_id = 0;
@@ -58,11 +67,23 @@ bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point no
 }
 
 bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
+  entry.first_load_pending = false;
+  loader_.mark_building(file_id);  // a retry's (the first load's was marked by add_refs)
+  {
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    building_ = entry.mapped_name;
+  }
   std::string error;
   omniprof_status status = loader_.load(file_id, entry.path, error);
   while (status == OMNIPROF_ERR_NO_SPACE && evict_one(file_id, now)) {
     error.clear();
     status = loader_.load(file_id, entry.path, error);
+  }
+  loader_.clear_building(file_id);
+  {
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    building_.clear();
+    settled_.insert(file_id);
   }
   if (status == OMNIPROF_OK) {
     entry.loaded = true;
@@ -90,18 +111,49 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
   return false;
 }
 
-void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path,
-                                           std::shared_ptr<const void> keep_alive, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Entry& entry = entries_[file_id];
+bool ExecutableInfoManager::add_ref_locked(const Reference& reference) {
+  Entry& entry = entries_[reference.file_id];
   const bool first = entry.references++ == 0;
-  if (!first && entry.loaded) return;  // fast path: already known
+  if (!first && entry.loaded) return false;  // fast path: already known
   // A deferred entry retries from the newest path: the one it had may have
   // been the map_files entry of a process gone since.
-  entry.path = path;
-  entry.keep_alive = std::move(keep_alive);
-  entry.name = name.empty() || name == path ? path : name + " (" + path + ")";
-  if (first) load(file_id, entry, Clock::now());
+  entry.path = reference.path;
+  entry.keep_alive = reference.keep_alive;
+  const std::string& name = reference.name;
+  entry.name = name.empty() || name == reference.path ? reference.path : name + " (" + reference.path + ")";
+  entry.mapped_name = name.empty() ? reference.path : name;
+  if (first) {
+    entry.first_load_pending = true;
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    referenced_.insert(reference.file_id);
+  }
+  return first;
+}
+
+void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& path,
+                                           std::shared_ptr<const void> keep_alive, const std::string& name) {
+  load_referenced(add_refs({Reference{file_id, path, std::move(keep_alive), name}}));
+}
+
+std::vector<uint64_t> ExecutableInfoManager::add_refs(const std::vector<Reference>& references) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<uint64_t> to_load;
+  for (const Reference& reference : references) {
+    if (!add_ref_locked(reference)) continue;
+    loader_.mark_building(reference.file_id);
+    to_load.push_back(reference.file_id);
+  }
+  return to_load;
+}
+
+void ExecutableInfoManager::load_referenced(const std::vector<uint64_t>& file_ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint64_t file_id : file_ids) {
+    auto it = entries_.find(file_id);
+    // Gone (its last reference dropped) or loaded meanwhile: nothing to do.
+    if (it == entries_.end() || !it->second.first_load_pending) continue;
+    load(file_id, it->second, Clock::now());
+  }
 }
 
 void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
@@ -114,11 +166,20 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
     stats_.loaded--;
     stats_.unloaded++;
   }
+  // A first load that never ran leaves no placeholder behind.
+  if (it->second.first_load_pending) loader_.clear_building(file_id);
   entries_.erase(it);
+  std::lock_guard<std::mutex> status_lock(status_mutex_);
+  settled_.erase(file_id);
+  referenced_.erase(file_id);
 }
 
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // The main thread calls this before each drain: while another thread
+  // builds a table (seconds for a large library on a cold cache) the drain,
+  // and record's clock, must not wait for it. The retries run at a later drain.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   for (auto& [file_id, entry] : entries_) {
     if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
   }
@@ -146,6 +207,21 @@ bool ExecutableInfoManager::is_loaded(uint64_t file_id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(file_id);
   return it != entries_.end() && it->second.loaded;
+}
+
+bool ExecutableInfoManager::settled(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return settled_.count(file_id) > 0;
+}
+
+bool ExecutableInfoManager::referenced(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return referenced_.count(file_id) > 0;
+}
+
+std::string ExecutableInfoManager::building() const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return building_;
 }
 
 ExecutableStats ExecutableInfoManager::stats() const {

@@ -18,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "omniprof/support/result.h"
 #include "omniprof/plugin.h"
@@ -25,6 +27,7 @@
 namespace omniprof {
 
 class PluginHost;
+class BpfMaps;
 
 // Whoever keeps per-executable data: the plugins with load_executable hooks
 // in the agent, a fake in tests.
@@ -36,6 +39,11 @@ class ExecutableLoader {
   // non-empty `error` says what of the file was left out (a partial load).
   virtual omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) = 0;
   virtual void unload(uint64_t file_id) = 0;
+  // Tell the BPF walker that the file's table is being built / no longer is
+  // (BpfMaps::mark_unwind_table_building): walks that meet it meanwhile are
+  // counted apart. Nothing to tell by default (tests, no BPF).
+  virtual void mark_building(uint64_t /*file_id*/) {}
+  virtual void clear_building(uint64_t /*file_id*/) {}
 };
 
 // Every loaded plugin that has load_executable/unload_executable hooks. A
@@ -43,12 +51,16 @@ class ExecutableLoader {
 // that took it, so a retry starts clean.
 class PluginExecutableLoader : public ExecutableLoader {
  public:
-  explicit PluginExecutableLoader(PluginHost& plugins) : plugins_(plugins) {}
+  // `maps`: where the walker learns of tables being built (null: nowhere).
+  PluginExecutableLoader(PluginHost& plugins, BpfMaps* maps) : plugins_(plugins), maps_(maps) {}
   omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override;
   void unload(uint64_t file_id) override;
+  void mark_building(uint64_t file_id) override;
+  void clear_building(uint64_t file_id) override;
 
  private:
   PluginHost& plugins_;
+  BpfMaps* maps_;
 };
 
 struct ExecutableStats {
@@ -75,9 +87,26 @@ class ExecutableInfoManager {
   // path as the process sees it) is what log lines call the file.
   void add_or_inc_ref(uint64_t file_id, const std::string& path,
                       std::shared_ptr<const void> keep_alive = nullptr, const std::string& name = "");
+
+  // add_or_inc_ref of a whole process, in two steps, so that the process's
+  // mappings can be published between them (ProcessTracker::publish): walks
+  // of it meanwhile use every table already stored and are counted where
+  // they meet one being built, instead of walking by frame pointers alone.
+  struct Reference {
+    uint64_t file_id = 0;
+    std::string path;
+    std::shared_ptr<const void> keep_alive;
+    std::string name;
+  };
+  // Takes one reference per file; each file seen for the first time is
+  // marked as being built (ExecutableLoader::mark_building) and returned.
+  std::vector<uint64_t> add_refs(const std::vector<Reference>& references);
+  // Loads the files add_refs returned (those not loaded since).
+  void load_referenced(const std::vector<uint64_t>& file_ids);
   // A process that mapped `file_id` is gone or replaced its mappings.
   void remove_or_dec_ref(uint64_t file_id);
-  // Retries deferred files whose backoff has passed. Called once per drain.
+  // Retries deferred files whose backoff has passed. Called once per drain;
+  // does nothing while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());
   // A sample had a frame in this executable. Space runs out: executables no
   // process has sampled for kEvictAfterIdle make room (their processes fall
@@ -86,6 +115,18 @@ class ExecutableInfoManager {
 
   size_t references(uint64_t file_id) const;
   bool is_loaded(uint64_t file_id) const;
+  // A load of the file has ended since its first reference (stored, or
+  // failed and logged): nothing more to wait for at start-up. Does not wait
+  // for a load in progress (unlike the calls above, which hold the lock a
+  // load holds).
+  bool settled(uint64_t file_id) const;
+  // Some process holds a reference to the file. Does not wait for a load
+  // either: a file the start-up scan found whose processes all exited before
+  // they were published has none, and nothing to wait for.
+  bool referenced(uint64_t file_id) const;
+  // The file whose table is being built now, by the name its process maps
+  // it under ("" when none), for progress lines.
+  std::string building() const;
   ExecutableStats stats() const;
 
   static constexpr std::chrono::seconds kFirstRetry{2};
@@ -97,6 +138,7 @@ class ExecutableInfoManager {
     std::string path;
     std::shared_ptr<const void> keep_alive;  // what keeps `path` readable
     std::string name;                        // for logs: "NAME (PATH)", or the path
+    std::string mapped_name;                 // NAME (as the process maps it), or the path
     size_t references = 0;
     bool loaded = false;
     Clock::time_point next_retry{};
@@ -105,20 +147,30 @@ class ExecutableInfoManager {
     Clock::time_point last_sampled{};  // or loaded, whichever is later
     bool evicted = false;              // waits to be sampled again, not on a timer
     bool permanent_failure = false;    // can never be loaded: never retried
+    bool first_load_pending = false;   // add_refs took it; load_referenced loads it, not retry_deferred
   };
   // Not loaded, and waiting for a retry on a timer.
   static bool waits_for_retry(const Entry& entry) {
-    return !entry.loaded && !entry.evicted && !entry.permanent_failure && entry.references > 0;
+    return !entry.loaded && !entry.evicted && !entry.permanent_failure && !entry.first_load_pending &&
+           entry.references > 0;
   }
   bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
   // Unloads the executable sampled longest ago, if it has been idle for
   // kEvictAfterIdle. False when there is none.
   bool evict_one(uint64_t for_file_id, Clock::time_point now);
 
+  // Takes one reference under mutex_; true when the file needs its first load.
+  bool add_ref_locked(const Reference& reference);
+
   ExecutableLoader& loader_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Entry> entries_;
   ExecutableStats stats_;
+  // Held only briefly (never across a load): what settled() and building() read.
+  mutable std::mutex status_mutex_;
+  std::unordered_set<uint64_t> settled_;
+  std::unordered_set<uint64_t> referenced_;  // the keys of entries_
+  std::string building_;
 };
 
 }  // namespace omniprof

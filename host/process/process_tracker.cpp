@@ -178,33 +178,54 @@ void ProcessTracker::release(const ProcessSnapshot& snapshot) {
   }
 }
 
-std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
+std::optional<std::vector<ProcMapping>> ProcessTracker::executable_mappings(int32_t pid) {
   auto maps = read_proc_maps(pid);
-  if (!maps) return nullptr;
+  if (!maps) return std::nullopt;
+  std::vector<ProcMapping> mappings;
+  for (auto& m : *maps) {
+    if (m.executable()) mappings.push_back(std::move(m));
+  }
+  std::sort(mappings.begin(), mappings.end(),
+            [](const ProcMapping& a, const ProcMapping& b) { return a.start < b.start; });
+  return mappings;
+}
+
+std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
+  auto mappings = executable_mappings(pid);
+  if (!mappings) return nullptr;
   auto snapshot = std::make_shared<ProcessSnapshot>();
   snapshot->pid = pid;
   snapshot->comm = read_first_line(fmt::format("/proc/{}/comm", pid));
   snapshot->exe = read_link(fmt::format("/proc/{}/exe", pid));
-  for (auto& m : *maps) {
-    if (m.executable()) snapshot->mappings.push_back(std::move(m));
-  }
-  std::sort(snapshot->mappings.begin(), snapshot->mappings.end(),
-            [](const ProcMapping& a, const ProcMapping& b) { return a.start < b.start; });
+  snapshot->mappings = std::move(*mappings);
   resolve_executables(*snapshot);
   return snapshot;
 }
 
 void ProcessTracker::publish(ProcessSnapshot& snapshot) {
+  // References first (each file seen for the first time is marked as being
+  // built), then process_info, then the table builds: walks of the process
+  // meanwhile use the tables already stored and count those being built
+  // (native.walks_table_building), instead of walking by frame pointers
+  // alone as a process without process_info does.
+  std::vector<uint64_t> to_load;
   if (executables_) {
+    std::vector<ExecutableInfoManager::Reference> references;
     std::vector<uint64_t> seen;
     for (size_t i = 0; i < snapshot.executables.size(); ++i) {
       uint64_t id = snapshot.executables[i].file_id;
       if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      executables_->add_or_inc_ref(id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file,
-                                   snapshot.mappings[i].path);
+      references.push_back({id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file,
+                            snapshot.mappings[i].path});
     }
+    to_load = executables_->add_refs(references);
   }
+  write_process_info(snapshot);
+  if (executables_) executables_->load_referenced(to_load);
+}
+
+void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
   if (!maps_) return;
   // ~4 KiB: on the heap, not on the stack.
   auto info_storage = std::make_unique<omniprof_process_info>();
@@ -273,7 +294,8 @@ void ProcessTracker::publish(ProcessSnapshot& snapshot) {
   }
 }
 
-void ProcessTracker::scan(const std::vector<int32_t>& pids) {
+void ProcessTracker::scan(const std::vector<int32_t>& pids, const ScanObserver& on_read,
+                          const std::atomic<bool>* stop) {
   std::vector<int32_t> targets = pids;
   if (targets.empty()) {
     DIR* dir = opendir("/proc");
@@ -285,7 +307,38 @@ void ProcessTracker::scan(const std::vector<int32_t>& pids) {
     }
     closedir(dir);
   }
-  for (int32_t pid : targets) get(pid);
+  auto stopped = [stop] { return stop && stop->load(); };
+  // Every process is read before any table is built (reading is quick, the
+  // builds are not): the observer knows at once how many files there are.
+  std::vector<std::shared_ptr<ProcessSnapshot>> read;
+  for (int32_t pid : targets) {
+    if (stopped()) return;
+    if (auto snapshot = describe(pid)) read.push_back(std::move(snapshot));
+  }
+  if (on_read) {
+    std::vector<ScannedFile> files;
+    std::unordered_set<uint64_t> seen;
+    for (const auto& snapshot : read) {
+      for (size_t i = 0; i < snapshot->executables.size(); ++i) {
+        uint64_t id = snapshot->executables[i].file_id;
+        if (id != 0 && seen.insert(id).second) files.push_back({id, snapshot->mappings[i].path});
+      }
+    }
+    on_read(files);
+  }
+  for (auto& snapshot : read) {
+    if (stopped()) return;
+    const int32_t pid = snapshot->pid;
+    get(pid, std::move(snapshot));
+  }
+}
+
+bool ProcessTracker::busy(const std::vector<int32_t>& pids) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int32_t pid : pids) {
+    if (claimed_.count(pid)) return true;
+  }
+  return false;
 }
 
 void ProcessTracker::count(uint64_t ProcessTrackerStats::*counter) {
@@ -332,7 +385,9 @@ void ProcessTracker::mark_exited_locked(int32_t pid) {
   if (maps_) maps_->delete_process_info(pid);
 }
 
-std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) { return get(pid, nullptr); }
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid, std::shared_ptr<ProcessSnapshot> read) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     // Fast path, and the answer of an operation on this pid that was in flight.
@@ -343,7 +398,16 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid) {
     claimed_.insert(pid);
   }
   PidClaim claim(*this, pid);
-  auto snapshot = describe(pid);
+  // Read a while ago (scan): read again if it mapped or unmapped anything
+  // since (dlopen, exec), or is gone.
+  std::shared_ptr<ProcessSnapshot> snapshot;
+  if (read) {
+    auto now = executable_mappings(pid);
+    ProcessSnapshot current;
+    if (now) current.mappings = std::move(*now);
+    if (now && same_mappings(*read, current)) snapshot = std::move(read);
+  }
+  if (!snapshot) snapshot = describe(pid);
   if (!snapshot) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.gone_before_read++;

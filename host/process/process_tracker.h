@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -87,8 +89,21 @@ class ProcessTracker {
   void track_executables(ExecutableInfoManager* executables, OpenExecutables* files,
                          ElfSymbolizer* symbolizer);
 
-  // Describes every running process, or only `pids` when not empty.
-  void scan(const std::vector<int32_t>& pids);
+  // A file the start-up scan found mapped: its id and its path as mapped.
+  struct ScannedFile {
+    uint64_t file_id;
+    std::string name;
+  };
+  using ScanObserver = std::function<void(const std::vector<ScannedFile>&)>;
+  // Describes every running process, or only `pids` when not empty: reads
+  // them all, tells `on_read` (if set) the distinct files they map, then
+  // publishes them one by one (building tables). Returns early once `stop`
+  // is set.
+  void scan(const std::vector<int32_t>& pids, const ScanObserver& on_read = {},
+            const std::atomic<bool>* stop = nullptr);
+  // True while an operation (describe, exec, refresh) on one of `pids` is in
+  // flight: its tables may be being built.
+  bool busy(const std::vector<int32_t>& pids) const;
   // A notification from BPF (ring buffer). Safe from any thread.
   void handle_event(const omniprof_event& event);
   // The known process, described now if it is not known yet; null if it is
@@ -105,12 +120,20 @@ class ProcessTracker {
   size_t size() const;
 
  private:
+  // get() with a snapshot `read` earlier (scan), used if the process still
+  // maps the same; null reads it now.
+  std::shared_ptr<const ProcessSnapshot> get(int32_t pid, std::shared_ptr<ProcessSnapshot> read);
+  // The executable mappings of /proc/PID/maps, sorted by start; none if gone.
+  static std::optional<std::vector<ProcMapping>> executable_mappings(int32_t pid);
   std::shared_ptr<ProcessSnapshot> describe(int32_t pid);
   void resolve_executables(ProcessSnapshot& snapshot);
-  // Takes references on the snapshot's executables, asks the plugins which
-  // runtime it is (noting the answer in the snapshot), then writes
-  // process_info.
+  // Takes references on the snapshot's executables, writes process_info
+  // (asking the plugins which runtime it is, noted in the snapshot), then
+  // has the tables of files new to the host built.
   void publish(ProcessSnapshot& snapshot);
+  // process_info of the snapshot, with the interpreter plugin that claims it
+  // (its runtime, version and interpreter files noted in the snapshot).
+  void write_process_info(ProcessSnapshot& snapshot);
   void release(const ProcessSnapshot& snapshot);
   // Nothing mapped or unmapped: a refresh has nothing to publish.
   static bool same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b);

@@ -106,7 +106,8 @@ static __always_inline struct omniprof_unwind_chunk *find_chunk(struct omniprof_
 
 /* The rule in effect at `pc` (an ELF virtual address) of an executable, or
  * NULL with the reason counted. */
-static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u64 pc) {
+static __always_inline struct omniprof_unwind_rule *find_rule(struct omniprof_unwind_state *state, __u64 file_id,
+                                                              __u64 pc) {
   struct omniprof_executable_unwind_info *info = bpf_map_lookup_elem(&executable_unwind_info, &file_id);
   if (!info) {
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_TABLE);
@@ -114,6 +115,15 @@ static __always_inline struct omniprof_unwind_rule *find_rule(__u64 file_id, __u
   }
   struct omniprof_unwind_chunk *chunk = find_chunk(info, pc);
   if (!chunk || chunk->num_rows == 0) {
+    /* Only here, where the walk falls back to frame pointers anyway: a table
+     * the host is still building (abi.h, OMNIPROF_UNWIND_INFO_BUILDING). */
+    if (info->flags & OMNIPROF_UNWIND_INFO_BUILDING) {
+      if (!(state->walk_flags & OMNIPROF_WALK_TABLE_BUILDING)) {
+        state->walk_flags |= OMNIPROF_WALK_TABLE_BUILDING;
+        omniprof_count(OMNIPROF_STAT_NATIVE_WALKS_TABLE_BUILDING);
+      }
+      return NULL;
+    }
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_ROW);
     return NULL;
   }
@@ -188,7 +198,7 @@ static __always_inline int unwind_step(struct omniprof_unwind_state *state,
     omniprof_count(OMNIPROF_STAT_NATIVE_NO_MAPPING);
     return frame_pointer_step(state);
   }
-  struct omniprof_unwind_rule *rule = find_rule(mapping->file_id, pc - mapping->load_bias);
+  struct omniprof_unwind_rule *rule = find_rule(state, mapping->file_id, pc - mapping->load_bias);
   if (!rule) return frame_pointer_step(state);
 
   __u64 cfa;

@@ -54,6 +54,7 @@ const char* const kStatNames[] = {
     "no_shard",
     "unwind_rows_stored",
     "unwind_tables_stored",
+    "walks_table_building",
 };
 static_assert(sizeof(kStatNames) / sizeof(kStatNames[0]) ==
               OMNIPROF_STAT_NATIVE_END - OMNIPROF_STATS_BASE(OMNIPROF_SLOT_NATIVE));

@@ -234,13 +234,13 @@ TEST(DebugUnwindTableTest, ACorruptedFdeCostsThatFunctionOnlyAndIsReported) {
 
 TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   OMNIPROF_REQUIRE_BPF();
-  // The workload starts once the agent samples, not after a guessed delay:
+  // The workload starts once the agent records, not after a guessed delay:
   // start-up takes seconds under emulation (the kernel matrix), longer than
   // the workload lives. It exits with seconds of recording left.
   std::string dir = temp_dir("exit");
   std::string out = dir + "/profile.pb.gz", log = dir + "/record.log";
   BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log});
-  ASSERT_TRUE(wait_for_sampling(record.pid(), log, std::chrono::seconds(120))) << "omniprof record never sampled";
+  ASSERT_TRUE(wait_for_recording(record.pid(), log, std::chrono::seconds(120))) << "omniprof record never started recording";
   BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
   EXPECT_EQ(target.wait(), 0);
   int exit_code = record.wait();

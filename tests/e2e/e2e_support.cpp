@@ -107,17 +107,40 @@ int BackgroundProcess::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-bool wait_for_sampling(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
-  std::string proc = "/proc/" + std::to_string(pid);
+namespace {
+
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  return (stat >> pid_field >> comm >> state) && state != "Z";
+}
+
+}  // namespace
+
+bool wait_for_recording(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream log(log_path);
     for (std::string line; std::getline(log, line);) {
-      if (line.find(" sampling ") != std::string::npos) return true;
+      if (line.find("unwind tables ready") != std::string::npos ||
+          line.find("unwind tables not ") != std::string::npos) {
+        return true;
+      }
     }
-    std::ifstream stat(proc + "/stat");
-    std::string pid_field, comm, state;
-    if (!(stat >> pid_field >> comm >> state) || state == "Z") return false;
+    if (!process_alive(pid)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool wait_for_mapping(pid_t pid, const std::string& path, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    for (std::string line; std::getline(maps, line);) {
+      if (line.find(path) != std::string::npos) return true;
+    }
+    if (!process_alive(pid)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;

@@ -106,13 +106,19 @@ struct FrameLocation {
 };
 FrameLocation split_frame_location(const std::string& frame);
 
-// True once the agent PID, whose stderr goes to LOG_PATH, samples: its log
-// says "sampling ..." (Agent::start, after the entry program is attached to
-// every CPU's event). Not the first perf event fd: attaching can take seconds
-// on a loaded PREEMPT_RT guest, and a workload started at the first fd could
-// run its course before any CPU samples it. False if PID ends first or LIMIT
-// passes.
-bool wait_for_sampling(pid_t pid, const std::string& log_path, std::chrono::seconds limit);
+// True once `omniprof record` (PID, its stderr going to LOG_PATH) records:
+// its log says the unwind tables of the processes found at start are ready
+// ("unwind tables ready", cli/unwind_table_wait.h), or that it stopped
+// waiting for them. Samples taken before are not in the profile, so a
+// workload whose whole walks a test judges, or that must run while the clock
+// runs, starts after this, not after a guessed delay (start-up takes seconds
+// on a cold page cache or a loaded PREEMPT_RT guest). False if PID ends
+// first or LIMIT passes.
+bool wait_for_recording(pid_t pid, const std::string& log_path, std::chrono::seconds limit);
+
+// True once process PID maps a file whose path contains `path` (a library it
+// loads with dlopen), false if it ends first or LIMIT passes.
+bool wait_for_mapping(pid_t pid, const std::string& path, std::chrono::seconds limit);
 
 // The traces whose pid label is `pid`.
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid);

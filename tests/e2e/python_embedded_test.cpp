@@ -64,20 +64,14 @@ EmbeddedCount count_embedded(const std::vector<PprofTrace>& traces) {
 }
 
 // Runs `omniprof record` in the background with its output in `log`, and
-// returns once it says it samples (after its start-up, which takes seconds
+// returns once it says it records (after its start-up, which takes seconds
 // in slow guests), or after 120 s.
 class BackgroundRecord {
  public:
   BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log)
       : log_(log), process_(shell_argv(binary, args, log)) {}
 
-  bool wait_until_sampling() {
-    for (int i = 0; i < 1200; ++i) {
-      if (output().find(" sampling ") != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
+  bool wait_until_recording() { return wait_for_recording(process_.pid(), log_, std::chrono::seconds(120)); }
   int wait() { return process_.wait(); }
   std::string output() const {
     std::ifstream in(log_);
@@ -148,7 +142,7 @@ TEST(PythonEmbeddedTest, LibpythonDlopenedAfterDescriptionIsFoundOnRefresh) {
   std::string out = dir + "/profile.pb.gz";
   BackgroundRecord recording(OMNIPROF_BINARY, {"-d", "8", "-F", "99", "-p", std::to_string(embedded.pid()), "-o", out},
                              dir + "/record.log");
-  ASSERT_TRUE(recording.wait_until_sampling()) << recording.output();
+  ASSERT_TRUE(recording.wait_until_recording()) << recording.output();
   std::ofstream(go) << "sampling\n";
   ASSERT_EQ(recording.wait(), 0) << recording.output();
   const std::string log = recording.output();

@@ -127,9 +127,9 @@ Recording make_recording(const Interpreter& python) {
   }
   command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
   BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, kept_profile});
-  if (!wait_for_sampling(record.pid(), log, std::chrono::seconds(120))) {
+  if (!wait_for_recording(record.pid(), log, std::chrono::seconds(120))) {
     record.wait();
-    r.failure = "omniprof record never sampled: " + slurp(log);
+    r.failure = "omniprof record never started recording: " + slurp(log);
     return r;
   }
   // It burns CPU for kExitingSeconds from now and exits, seconds before the

@@ -24,20 +24,6 @@ const std::vector<std::string> kLibraryChain = {"rl_leaf", "rl_middle", "rl_stag
 
 std::string workload_file(const std::string& name) { return std::string(OMNIPROF_WORKLOADS_DIR) + "/" + name; }
 
-// Whether /proc/PID/maps has a line ending in `text` (within `timeout`).
-bool wait_for_mapping(pid_t pid, const std::string& text, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 // Frames named after a function of the replacement file, with an example.
 int64_t samples_with_frames_of_the_new_file(const std::vector<PprofTrace>& traces, std::string* example) {
   int64_t count = 0;

@@ -96,6 +96,8 @@ TEST(ConfigSourcesTest, DescribeConfigGivesEveryValueAndWhereItCameFrom) {
   EXPECT_EQ(squeezed(line_of("runtimes.native")), "runtimes.native: true # default");
   EXPECT_EQ(squeezed(line_of("log_level")), "log_level: warn # " + main_file + ":1");
   EXPECT_EQ(squeezed(line_of("round_seconds")), "round_seconds: 10 # default");
+  EXPECT_EQ(squeezed(line_of("startup.unwind_tables_wait_seconds")),
+            "startup.unwind_tables_wait_seconds: 300 # default");
   EXPECT_EQ(squeezed(line_of("plugins.directories")), "plugins.directories: [] # default");
   EXPECT_NE(text.find("# files read: " + main_file + ", " + drop_in + "\n"), std::string::npos) << text;
 }

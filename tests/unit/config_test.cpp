@@ -55,6 +55,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
   EXPECT_EQ(config.stack_counts_entries, 10240u);
   EXPECT_EQ(config.process_entries, 4096u);
   EXPECT_EQ(config.unwind_memory_mb, 48u);
+  EXPECT_EQ(config.unwind_tables_wait_seconds, 300u);
   EXPECT_EQ(config.log_level, "info");
 }
 
@@ -158,7 +159,7 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
 TEST(ConfigTest, UnknownTopLevelKey) {
   EXPECT_EQ(parse_error("round_seconds: 5\nsampling_hz: 99\n"),
             "omniprof.yaml:2: sampling_hz: unknown key (known: sampling, round_seconds, output, "
-            "plugins, runtimes, pids, maps, log_level, profile)");
+            "plugins, runtimes, pids, maps, startup, log_level, profile)");
 }
 
 TEST(ConfigTest, UnknownNestedKey) {
@@ -233,6 +234,16 @@ TEST(ConfigTest, UnwindMemoryBudget) {
   EXPECT_EQ(parse_error("maps:\n  unwind_shards: 8\n"),
             "omniprof.yaml:2: maps.unwind_shards: replaced by maps.unwind_memory_mb: unwind shards "
             "(1 MiB each) are now created as tables need them, up to that many MiB");
+}
+
+TEST(ConfigTest, UnwindTablesWait) {
+  auto config = parse("startup:\n  unwind_tables_wait_seconds: 0\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->unwind_tables_wait_seconds, 0u);  // 0: record does not wait
+  EXPECT_EQ(parse_error("startup:\n  unwind_tables_wait_seconds: 3601\n"),
+            "omniprof.yaml:2: startup.unwind_tables_wait_seconds: 3601 is out of range 0..3600");
+  EXPECT_EQ(parse_error("startup:\n  unwind_tables_wait: 10\n"),
+            "omniprof.yaml:2: startup.unwind_tables_wait: unknown key (known: unwind_tables_wait_seconds)");
 }
 
 TEST(ConfigTest, NegativeNumbersDoNotWrapAround) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
@@ -34,6 +35,18 @@ class FakeLoader : public ExecutableLoader {
     std::lock_guard<std::mutex> lock(mutex);
     unloads[file_id]++;
   }
+  void mark_building(uint64_t file_id) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    building.insert(file_id);
+    events.push_back("mark " + std::to_string(file_id));
+  }
+  void clear_building(uint64_t file_id) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    building.erase(file_id);
+    events.push_back("clear " + std::to_string(file_id));
+  }
+  std::set<uint64_t> building;      // marked and not cleared: what BPF would see as being built
+  std::vector<std::string> events;  // mark/clear in order
   std::mutex mutex;
   std::map<uint64_t, int> loads, unloads;
   std::map<uint64_t, std::string> paths;  // of the last load
@@ -58,6 +71,59 @@ TEST(ExecutableInfoManagerTest, LoadsOnFirstReferenceAndUnloadsOnLast) {
   manager.remove_or_dec_ref(7);  // one too many: ignored
   EXPECT_EQ(loader.unloads[7], 1);
   EXPECT_EQ(manager.stats().unloaded, 1u);
+}
+
+// A process's files are all marked as being built before its mappings are
+// published and any of them is built; each mark is cleared once its build
+// ends, stored or not, and the file is then settled.
+TEST(ExecutableInfoManagerTest, TwoStepReferencesMarkEveryNewFileBeforeBuildingAny) {
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(1, "/lib/libc.so.6");  // known before: neither marked nor built again
+  loader.events.clear();
+  loader.failures_left = 1;  // the next build fails (deferred): its mark goes too
+  auto to_load = manager.add_refs({{1, "/lib/libc.so.6", nullptr, ""},
+                                   {2, "/usr/lib/libLLVM.so", nullptr, ""},
+                                   {3, "/usr/lib/libclang.so", nullptr, ""}});
+  EXPECT_EQ(to_load, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(loader.building, (std::set<uint64_t>{2, 3}));
+  EXPECT_EQ(loader.loads[2], 0);
+  EXPECT_FALSE(manager.settled(2));
+  EXPECT_TRUE(manager.settled(1));
+  // Not the main thread's retry either: the publishing thread builds them.
+  manager.retry_deferred(ExecutableInfoManager::Clock::now() + std::chrono::hours(1));
+  EXPECT_EQ(loader.loads[2], 0);
+
+  manager.load_referenced(to_load);
+  EXPECT_EQ(loader.loads[2], 1);
+  EXPECT_EQ(loader.loads[3], 1);
+  EXPECT_TRUE(loader.building.empty());
+  EXPECT_EQ(loader.events, (std::vector<std::string>{"mark 2", "mark 3", "mark 2", "clear 2", "mark 3", "clear 3"}));
+  EXPECT_FALSE(manager.is_loaded(2));  // failed, deferred
+  EXPECT_TRUE(manager.settled(2));     // but nothing more to wait for at start-up
+  EXPECT_TRUE(manager.is_loaded(3));
+  EXPECT_TRUE(manager.settled(3));
+  EXPECT_EQ(manager.building(), "");
+  // The last reference gone: no longer settled (a new first reference
+  // builds it again).
+  manager.remove_or_dec_ref(3);
+  EXPECT_FALSE(manager.settled(3));
+}
+
+// A file whose references are all dropped before its first build ran (the
+// process exited meanwhile) is not built, and its mark goes.
+TEST(ExecutableInfoManagerTest, MarkOfAFileDroppedBeforeItsBuildIsCleared) {
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  auto to_load = manager.add_refs({{5, "/usr/bin/gone", nullptr, ""}});
+  EXPECT_EQ(loader.building, (std::set<uint64_t>{5}));
+  EXPECT_TRUE(manager.referenced(5));
+  manager.remove_or_dec_ref(5);
+  EXPECT_TRUE(loader.building.empty());
+  EXPECT_FALSE(manager.referenced(5));
+  manager.load_referenced(to_load);
+  EXPECT_EQ(loader.loads[5], 0);
+  EXPECT_FALSE(manager.settled(5));
 }
 
 TEST(ExecutableInfoManagerTest, FailedLoadIsDeferredAndRetriedWithBackoff) {

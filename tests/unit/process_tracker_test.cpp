@@ -176,6 +176,40 @@ TEST_F(ProcessTrackerLockTest, SecondRequestForAPidBeingDescribedWaitsForTheSame
   }
 }
 
+// The start-up scan: every process is read, and its files told, before any
+// table is built; while a build runs, the pid is busy, the file is being
+// built and not settled; once the scan is over every file is settled.
+TEST_F(ProcessTrackerLockTest, ScanTellsEveryFileBeforeBuildingAndSettlesThemAll) {
+  const int32_t self = getpid();
+  loader_.arm();
+  std::vector<ProcessTracker::ScannedFile> told;
+  std::thread scan_thread([&] {
+    tracker_.scan({self}, [&](const std::vector<ProcessTracker::ScannedFile>& files) { told = files; });
+  });
+  loader_.wait_until_blocked();
+  ASSERT_FALSE(told.empty());  // before the first build ended
+  EXPECT_TRUE(tracker_.busy({self}));
+  EXPECT_FALSE(tracker_.busy({child_.pid()}));
+  EXPECT_NE(executables_.building(), "");
+  size_t settled_meanwhile = 0;
+  for (const auto& file : told) settled_meanwhile += executables_.settled(file.file_id);
+  EXPECT_LT(settled_meanwhile, told.size());
+  loader_.release();
+  scan_thread.join();
+  EXPECT_FALSE(tracker_.busy({self}));
+  auto snapshot = tracker_.get(self);
+  ASSERT_NE(snapshot, nullptr);
+  std::set<uint64_t> told_ids;
+  for (const auto& file : told) {
+    told_ids.insert(file.file_id);
+    EXPECT_TRUE(executables_.settled(file.file_id)) << file.name;
+    EXPECT_FALSE(file.name.empty());
+  }
+  EXPECT_EQ(told_ids, file_ids_of(*snapshot));
+  EXPECT_EQ(told_ids.size(), told.size());  // each file once
+  EXPECT_EQ(executables_.building(), "");
+}
+
 TEST_F(ProcessTrackerLockTest, ExitDuringDescribeIsAppliedAfterThePublish) {
   const int32_t self = getpid();
   loader_.arm();

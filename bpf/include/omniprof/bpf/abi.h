@@ -90,6 +90,10 @@ enum omniprof_native_stat {
    * them): what the unwind store holds now. */
   OMNIPROF_STAT_NATIVE_ROWS_STORED,      /* unwind rows stored, all executables */
   OMNIPROF_STAT_NATIVE_TABLES_STORED,    /* executables with a table stored */
+  /* Walks that reached a file whose table the host was still building
+   * (OMNIPROF_UNWIND_INFO_BUILDING): they went on by frame pointers, so they
+   * may stop short. Counted once per walk. */
+  OMNIPROF_STAT_NATIVE_WALKS_TABLE_BUILDING,
   OMNIPROF_STAT_NATIVE_END
 };
 
@@ -295,9 +299,20 @@ struct omniprof_unwind_chunk {
   omniprof_u32 num_rows;
 };
 
+/* An executable_unwind_info entry with no chunks and this flag stands for a
+ * table the host is building now: it writes the entry before it publishes
+ * the mappings of a process that maps the file and before the build starts,
+ * and the store's real entry (flags 0) replaces it; a build that stores
+ * nothing removes it. The walker reads the flag only where it found no
+ * chunk (a walk that would fall back to frame pointers anyway), to count the
+ * walk as OMNIPROF_STAT_NATIVE_WALKS_TABLE_BUILDING: nothing on the path of a
+ * frame a table covers. Additive (the former `reserved`, always 0):
+ * OMNIPROF_BPF_ABI_VERSION stays 5. */
+#define OMNIPROF_UNWIND_INFO_BUILDING (1u << 0)
+
 struct omniprof_executable_unwind_info {
   omniprof_u32 num_chunks;
-  omniprof_u32 reserved;
+  omniprof_u32 flags; /* OMNIPROF_UNWIND_INFO_BUILDING */
   struct omniprof_unwind_chunk chunks[OMNIPROF_MAX_CHUNKS]; /* sorted by low_pc, not overlapping */
 };
 
@@ -322,6 +337,8 @@ struct omniprof_event {
 #define OMNIPROF_WALK_FROM_FRAME_POINTER (1u << 0)
 /* The native walk is over; what is left is the interpreter's and STOP's. */
 #define OMNIPROF_WALK_NATIVE_DONE (1u << 1)
+/* The walk met a table being built (counted once per walk). */
+#define OMNIPROF_WALK_TABLE_BUILDING (1u << 2)
 
 /* The hand-off between the native walker and an interpreter unwinder.
  *
