@@ -93,6 +93,27 @@ inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::st
   return recorded;
 }
 
+// `function`'s share (percent) of process `pid`'s flat time in
+// `go tool pprof -top -tagfocus=pid=PID PROFILE`, run as a user runs it; -1
+// with `*output` saying why when pprof shows nothing of the process. pprof's
+// percentages are of the whole profile: the share is the function's flat
+// over the flat of every row shown for the process.
+inline double flat_share_in_top(const std::string& profile, pid_t pid, const std::string& function,
+                                std::string* output) {
+  std::string error;
+  auto rows = read_top_as_user(profile, &error, {"-tagfocus=pid=" + std::to_string(pid)}, output);
+  double flat = 0, total = 0;
+  for (const auto& row : rows) {
+    total += row.flat_percent;
+    if (row.name == function) flat = row.flat_percent;
+  }
+  if (total <= 0) {
+    *output += error;
+    return -1;
+  }
+  return flat * 100 / total;
+}
+
 // Of the samples `selected` picks, how many (by count) `whole` accepts, and
 // one it does not, as text.
 struct Judged {

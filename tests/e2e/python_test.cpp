@@ -439,21 +439,12 @@ TEST_P(PythonProfileTest, PlainCProgramBesideThemIsNotClaimed) {
 // of it is burn's self time.
 TEST_P(PythonProfileTest, HotLoopIsItsFunctionsSelfTimeInPprofTop) {
   OMNIPROF_PYTHON_RECORDING(r);
-  std::string error, output;
-  auto rows = read_top_as_user(r.folded_profile, &error, {"-tagfocus=pid=" + std::to_string(r.folding)}, &output);
-  ASSERT_FALSE(rows.empty()) << error;
-  // pprof's percentages are of the whole profile: burn's share of the
-  // process is its flat over the flat of every row shown for the process.
-  double burn = 0, total = 0;
-  for (const auto& row : rows) {
-    total += row.flat_percent;
-    if (row.name == "burn") burn = row.flat_percent;
-  }
-  ASSERT_GT(total, 0.0) << output;
-  EXPECT_GE(burn * 100 / total, 80.0) << "burn has " << burn * 100 / total
-                                      << "% of python_folding.py's flat time in go tool pprof -top:\n" << output;
+  std::string output;
+  const double share = flat_share_in_top(r.folded_profile, r.folding, "burn", &output);
+  EXPECT_GE(share, 80.0) << "burn has " << share << "% of python_folding.py's flat time in go tool pprof -top:\n"
+                         << output;
   // The view is named in the profile.
-  auto comments = run_command({"go", "tool", "pprof", "-comments", r.folded_profile});
+  auto comments = run_go_pprof({"-comments"}, r.folded_profile);
   EXPECT_NE(comments.out.find("interpreter_internals=fold"), std::string::npos) << comments.out << comments.err;
 }
 

@@ -181,19 +181,10 @@ class RubyProfileTest : public ::testing::TestWithParam<Interpreter> {};
 // interpreter's own C code); folded, all of it is Worker#burn's self time.
 TEST_P(RubyProfileTest, HotMethodIsItsSelfTimeInPprofTop) {
   OMNIPROF_RUBY_RECORDING(r);
-  std::string error, output;
-  auto rows = read_top_as_user(r.folded_profile, &error, {"-tagfocus=pid=" + std::to_string(r.folding)}, &output);
-  ASSERT_FALSE(rows.empty()) << error;
-  // pprof's percentages are of the whole profile: Worker#burn's share of
-  // the process is its flat over the flat of every row shown for it.
-  double burn = 0, total = 0;
-  for (const auto& row : rows) {
-    total += row.flat_percent;
-    if (row.name == "Worker#burn") burn = row.flat_percent;
-  }
-  ASSERT_GT(total, 0.0) << output;
-  EXPECT_GE(burn * 100 / total, 80.0) << "Worker#burn has " << burn * 100 / total
-                                      << "% of ruby_folding.rb's flat time in go tool pprof -top:\n" << output;
+  std::string output;
+  const double share = flat_share_in_top(r.folded_profile, r.folding, "Worker#burn", &output);
+  EXPECT_GE(share, 80.0) << "Worker#burn has " << share
+                         << "% of ruby_folding.rb's flat time in go tool pprof -top:\n" << output;
 }
 
 // pprof readers printed `<main>` as `<unknown>` and `block (2 levels) in
