@@ -85,7 +85,8 @@ class BackgroundRecord {
                                              const std::string& log) {
     // The arguments are paths and numbers chosen by the tests: quoting with
     // single quotes is enough.
-    std::string command = "exec '" + binary + "' record";
+    // Every native frame kept, as record() below.
+    std::string command = "exec '" + binary + "' record --keep-interpreter-internals";
     for (const auto& a : args) command += " '" + a + "'";
     command += " > '" + log + "' 2>&1";
     return {"/bin/sh", "-c", command};
