@@ -75,9 +75,10 @@ int cmd_config(const std::string& config_path) {
   return 0;
 }
 
-void print_top(const ProfileBuilder& profile, size_t n) {
+void print_top(const ProfileBuilder& profile, size_t n, bool folded) {
   int64_t total = profile.total_samples();
-  std::cout << fmt::format("{} samples, top {} functions by self time:\n", total, n);
+  std::cout << fmt::format("{} samples, top {} functions by self time (interpreter internals {}):\n", total, n,
+                           folded ? "folded into Python/Ruby frames" : "kept");
   std::cout << fmt::format("{:>8} {:>6} {:>8} {:>6}  {:<7} {}\n", "flat", "flat%", "cum", "cum%", "kind", "function");
   for (const auto& f : profile.top_functions(n)) {
     double flat_pct = total ? 100.0 * f.flat / total : 0;
@@ -161,8 +162,7 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   const ProfileBuilder& profile = profiles.front();
   agent.stop();
   if (auto r = profile.write_gzip(output); !r) fail(r.error().message, 1);
-  std::cout << fmt::format("wrote {} ({} samples, interpreter internals {})\n", output, profile.total_samples(),
-                           fold.front() ? "folded" : "kept");
+  std::cout << fmt::format("wrote {} ({} samples)\n", output, profile.total_samples());
   // The page of the very profile just written (not read back: the same
   // message ProfileBuilder serialized).
   if (!views.flamegraph.empty()) {
@@ -173,10 +173,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   }
   if (profiles.size() > 1) {
     if (auto r = profiles[1].write_gzip(views.other_view_output); !r) fail(r.error().message, 1);
-    std::cout << fmt::format("wrote {} (the same samples, interpreter internals {})\n", views.other_view_output,
-                             fold[1] ? "folded" : "kept");
+    std::cout << fmt::format("wrote {} ({} samples)\n", views.other_view_output, profiles[1].total_samples());
   }
-  print_top(profile, top);
+  print_top(profile, top, fold.front());
   print_stats(agent, std::cout);
   return 0;
 }
