@@ -52,6 +52,13 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
   std::string error;
   auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
+  // The vDSO's clock_gettime calls static helpers its .dynsym does not name
+  // (on kvm-clock, the pvclock reader: most of the time is there), named
+  // after their FDE as "[vdso]+0xSTART": those samples' chain starts one
+  // frame in.
+  for (auto& t : traces) {
+    if (!t.frames.empty() && t.frames.front().rfind("[vdso]+0x", 0) == 0) t.frames.erase(t.frames.begin());
+  }
   auto [leaf, whole, example] = count_chain(traces, w.chain);
   ASSERT_GT(leaf, 100) << "too few leaf samples to judge";
   EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf
