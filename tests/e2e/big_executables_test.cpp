@@ -79,6 +79,19 @@ WholeWalks judge_whole_walks(const std::vector<PprofTrace>& traces, pid_t pid) {
   return w;
 }
 
+// `record` keeps only samples taken once the tables are stored: every walk
+// of the Python process must reach the bottom of its stack, bar a few (a
+// sample in the dynamic loader or at a thread's first instruction), and so
+// must those through libLLVM.
+void expect_whole_walks(const WholeWalks& w, const CommandResult& result) {
+  ASSERT_GT(w.samples, 40) << "too few samples of the Python process to judge\n" << result.out;
+  EXPECT_GE(w.whole * 100, w.samples * 99)
+      << w.whole << " of " << w.samples << " samples reach main or _start; one that does not:" << w.counterexample
+      << "\n" << result.err;
+  ASSERT_GT(w.in_llvm, 8) << "too few samples in libLLVM to judge";
+  EXPECT_GE(w.in_llvm_whole * 100, w.in_llvm * 99) << w.in_llvm_whole << " of " << w.in_llvm << " samples in libLLVM";
+}
+
 TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
@@ -123,15 +136,7 @@ TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) 
   std::printf("python: %lld of %lld samples whole, in libLLVM %lld of %lld; %lld rows in %lld shards\n",
               static_cast<long long>(w.whole), static_cast<long long>(w.samples),
               static_cast<long long>(w.in_llvm_whole), static_cast<long long>(w.in_llvm), rows, shards);
-  ASSERT_GT(w.samples, 40) << "too few samples of the Python process to judge\n" << result.out;
-  // `record` keeps only samples taken once the tables are stored: every
-  // walk must reach the bottom of the stack, bar a few (a sample in the
-  // dynamic loader or at a thread's first instruction).
-  EXPECT_GE(w.whole * 100, w.samples * 99)
-      << w.whole << " of " << w.samples << " samples reach main or _start; one that does not:" << w.counterexample
-      << "\n" << result.err;
-  ASSERT_GT(w.in_llvm, 8) << "too few samples in libLLVM to judge";
-  EXPECT_GE(w.in_llvm_whole * 100, w.in_llvm * 99) << w.in_llvm_whole << " of " << w.in_llvm << " samples in libLLVM";
+  expect_whole_walks(w, result);
 }
 
 // The first run on a fresh machine: libLLVM's table (~1.4M rows) is built
@@ -177,12 +182,7 @@ TEST(BigExecutablesTest, RecordOnColdPageCacheWaitsForTablesAndWalksWhole) {
               static_cast<long long>(w.whole), static_cast<long long>(w.samples),
               static_cast<long long>(w.in_llvm_whole), static_cast<long long>(w.in_llvm),
               counter(result.out, "native.walks_table_building"));
-  ASSERT_GT(w.samples, 40) << "too few samples of the Python process to judge\n" << result.out;
-  EXPECT_GE(w.whole * 100, w.samples * 99)
-      << w.whole << " of " << w.samples << " samples reach main or _start; one that does not:" << w.counterexample
-      << "\n" << result.err;
-  ASSERT_GT(w.in_llvm, 8) << "too few samples in libLLVM to judge";
-  EXPECT_GE(w.in_llvm_whole * 100, w.in_llvm * 99) << w.in_llvm_whole << " of " << w.in_llvm << " samples in libLLVM";
+  expect_whole_walks(w, result);
 }
 
 // `run` does not wait: a process that loads libLLVM while the agent runs
