@@ -156,6 +156,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
   if (tty) std::cerr << "\n";
   // Stop sampling first so that every sample counted lands in the profile.
   agent.stop_sampling();
+  log().info("sampling stopped after {:.1f} s; naming the frames of {} samples",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+             agent.samples_in_round());
   std::vector<bool> fold{config.fold_interpreter_internals};
   if (!views.other_view_output.empty()) fold.push_back(!config.fold_interpreter_internals);
   std::vector<ProfileBuilder> profiles = agent.finish_round(fold);

@@ -117,20 +117,34 @@ bool process_alive(pid_t pid) {
 
 }  // namespace
 
-bool wait_for_recording(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
+namespace {
+
+// True once the file at LOG_PATH has a line holding one of NEEDLES, false if
+// PID ends first or LIMIT passes.
+bool wait_for_log_line(pid_t pid, const std::string& log_path, const std::vector<std::string>& needles,
+                       std::chrono::seconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream log(log_path);
     for (std::string line; std::getline(log, line);) {
-      if (line.find("unwind tables ready") != std::string::npos ||
-          line.find("unwind tables not ") != std::string::npos) {
-        return true;
+      for (const auto& needle : needles) {
+        if (line.find(needle) != std::string::npos) return true;
       }
     }
     if (!process_alive(pid)) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+
+}  // namespace
+
+bool wait_for_recording(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
+  return wait_for_log_line(pid, log_path, {"unwind tables ready", "unwind tables not "}, limit);
+}
+
+bool wait_for_sampling_stopped(pid_t pid, const std::string& log_path, std::chrono::seconds limit) {
+  return wait_for_log_line(pid, log_path, {"sampling stopped"}, limit);
 }
 
 bool wait_for_mapping(pid_t pid, const std::string& path, std::chrono::seconds limit) {

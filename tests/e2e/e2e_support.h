@@ -116,6 +116,11 @@ FrameLocation split_frame_location(const std::string& frame);
 // first or LIMIT passes.
 bool wait_for_recording(pid_t pid, const std::string& log_path, std::chrono::seconds limit);
 
+// True once that `omniprof record` has stopped sampling (its log says
+// "sampling stopped"): what it profiled lies between wait_for_recording and
+// this. False if PID ends first or LIMIT passes.
+bool wait_for_sampling_stopped(pid_t pid, const std::string& log_path, std::chrono::seconds limit);
+
 // True once process PID maps a file whose path contains `path` (a library it
 // loads with dlopen), false if it ends first or LIMIT passes.
 bool wait_for_mapping(pid_t pid, const std::string& path, std::chrono::seconds limit);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -71,12 +72,20 @@ struct RecordedProfile {
   std::string folded_profile;
 };
 
+// What a test does while `omniprof record` runs: `started` once its clock
+// starts, `stopped` once it has stopped sampling (a workload's own sampler
+// counts over the same window as the profile).
+struct RecordingHooks {
+  std::function<void()> started;
+  std::function<void()> stopped;
+};
+
 // Records `pids` for `seconds` at 199 Hz, with `environment` (e.g.
 // "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop") set for the agent. The stacks are
 // judged with every native frame (--keep-interpreter-internals); the folded
 // view of the same samples is written beside (--other-view-output).
 inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::string& seconds,
-                                   const std::string& environment = "") {
+                                   const std::string& environment = "", const RecordingHooks& hooks = {}) {
   const std::string dir = temp_dir("record");
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
   const std::string folded = dir + "/profile-folded.pb.gz";
@@ -87,6 +96,10 @@ inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::st
   BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, folded});
   RecordedProfile recorded;
   recorded.folded_profile = folded;
+  // Emulated guests take a minute or more to load and verify BPF.
+  const auto limit = std::chrono::seconds(300);
+  if (hooks.started && wait_for_recording(record.pid(), log, limit)) hooks.started();
+  if (hooks.stopped && wait_for_sampling_stopped(record.pid(), log, limit)) hooks.stopped();
   recorded.status = record.wait();
   recorded.output = slurp(log);
   if (recorded.status == 0) recorded.samples = read_samples(profile, &recorded.error);

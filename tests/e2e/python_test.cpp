@@ -135,6 +135,9 @@ Recording make_recording(const Interpreter& python) {
   // It burns CPU for kExitingSeconds from now and exits, seconds before the
   // recording ends.
   exits.signal(SIGUSR1);
+  // python_shares.py's own sampler counts while the profile does.
+  shares.signal(SIGUSR1);
+  if (wait_for_sampling_stopped(record.pid(), log, std::chrono::seconds(300))) shares.signal(SIGUSR2);
   const int record_status = record.wait();
   r.record_output = slurp(log);
   r.exits_status_at_record_end = exits.poll();

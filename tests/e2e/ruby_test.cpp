@@ -130,8 +130,10 @@ Recording make_recording(const Interpreter& ruby) {
     r.failure = "ruby_threads.rb wrote no " + threads_out;
     return r;
   }
-  RecordedProfile recorded =
-      record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native, r.folding}, kRecordSeconds);
+  // ruby_shares.rb's own sampler counts while the profile does.
+  RecordingHooks hooks{[&] { shares.signal(SIGUSR1); }, [&] { shares.signal(SIGUSR2); }};
+  RecordedProfile recorded = record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native, r.folding},
+                                         kRecordSeconds, "", hooks);
   r.folded_profile = recorded.folded_profile;
   const int record_status = recorded.status;
   r.record_output = recorded.output;

@@ -2,7 +2,9 @@
 # caller (caller_a, caller_b, caller_c) called from <module>. An oracle thread
 # reads the main thread's frame with sys._current_frames() every 5 ms and
 # counts which hot function it is in: the shares an independent sampler
-# measured in the same process, for the profile to be compared with.
+# measured in the same process, for the profile to be compared with. It
+# counts from SIGUSR1 to SIGUSR2, which the test sends when the profiler
+# starts and stops sampling: both measure the same seconds.
 #
 #   python python_shares.py SECONDS OUT_FILE
 #
@@ -78,10 +80,22 @@ def caller_c(n):
 HOT = (hot_a, hot_b, hot_c)
 
 
+counting = []
+
+
+def on_sigusr(signum, frame):
+    if signum == signal.SIGUSR1:
+        counting.append(signum)
+    else:
+        del counting[:]
+
+
 def oracle(main_ident, counts, done):
     names = set(counts)
     while not done.is_set():
         time.sleep(0.005)
+        if not counting:
+            continue
         frame = sys._current_frames().get(main_ident)
         if frame is not None and frame.f_code.co_name in names:
             counts[frame.f_code.co_name] += 1
@@ -91,6 +105,8 @@ def main():
     seconds = float(sys.argv[1])
     out_path = sys.argv[2]
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGUSR1, on_sigusr)
+    signal.signal(signal.SIGUSR2, on_sigusr)
     # One unit of work lasts about 5 ms, so a round of the three (50 ms) spans
     # several samples at any frequency: no aliasing with the sampler.
     start = time.time()

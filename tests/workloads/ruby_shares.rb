@@ -7,6 +7,10 @@
 # of work so that the oracle gets the GVL often (CRuby hands it over only
 # every 100 ms otherwise): its samples fall at equal work intervals in all
 # three methods, so their counts stay proportional to the time in each.
+# The oracle counts from SIGUSR1 to SIGUSR2, which the test sends when the
+# profiler starts and stops sampling: both measure the same seconds, so a
+# stretch in which this process runs slowly (a loaded emulated guest) weighs
+# the same in both.
 #
 #   ruby ruby_shares.rb SECONDS OUT_FILE
 #
@@ -76,12 +80,16 @@ seconds = Float(ARGV.fetch(0))
 out = ARGV.fetch(1)
 stopping = [false]
 Signal.trap("TERM") { stopping[0] = true }
+counting = [false]
+Signal.trap("USR1") { counting[0] = true }
+Signal.trap("USR2") { counting[0] = false }
 
 worker = Thread.current
 counts = Hash.new(0)
 oracle = Thread.new do
   until stopping[1]
     sleep 0.005
+    next unless counting[0]
     locations = worker.backtrace_locations || []
     hot = locations.find { |l| HOT.include?(l.base_label) }
     counts[hot.base_label] += 1 if hot
