@@ -3,10 +3,12 @@
 # under <main>. An oracle thread reads the main thread's
 # Thread#backtrace_locations every 5 ms and counts which hot method it is in:
 # the shares an independent sampler measured in the same process, for the
-# profile to be compared with. The hot loops call Thread.pass at equal steps
-# of work so that the oracle gets the GVL often (CRuby hands it over only
-# every 100 ms otherwise): its samples fall at equal work intervals in all
-# three methods, so their counts stay proportional to the time in each.
+# profile to be compared with. The hot loops call Thread.pass every 1000
+# iterations (well under a millisecond, even emulated) so that the oracle
+# gets the GVL soon after it wakes (CRuby hands it over only every 100 ms
+# otherwise): its samples fall every 5 ms or so of time, not of work, as a
+# CPU profiler's do, so a method that runs slowly for a while weighs more in
+# both.
 # The oracle counts from SIGUSR1 to SIGUSR2, which the test sends when the
 # profiler starts and stops sampling: both measure the same seconds, so a
 # stretch in which this process runs slowly (a loaded emulated guest) weighs
@@ -18,7 +20,7 @@
 # OUT_FILE: "NAME FIRST_LINE LAST_LINE ORACLE_SAMPLES" (FIRST_LINE is the def,
 # LAST_LINE its end).
 class Shares
-  STEP = 10_000
+  STEP = 1_000
 
   # The three hot methods do the same work on purpose: their shares are set
   # by how much each caller asks of it (5:3:2).
