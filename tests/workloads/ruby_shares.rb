@@ -1,27 +1,20 @@
 # CPU split about 50/30/20 between Shares#hot_a, #hot_b and #hot_c, each under
 # its own caller (#caller_a, #caller_b, #caller_c), called from Shares#run
-# under <main>. An oracle thread reads the main thread's
-# Thread#backtrace_locations every 5 ms and counts which hot method it is in:
-# the shares an independent sampler measured in the same process, for the
-# profile to be compared with. The hot loops call Thread.pass every 1000
-# iterations (well under a millisecond, even emulated) so that the oracle
-# gets the GVL soon after it wakes (CRuby hands it over only every 100 ms
-# otherwise): its samples fall every 5 ms or so of time, not of work, as a
-# CPU profiler's do, so a method that runs slowly for a while weighs more in
-# both.
-# The oracle counts from SIGUSR1 to SIGUSR2, which the test sends when the
-# profiler starts and stops sampling: both measure the same seconds, so a
-# stretch in which this process runs slowly (a loaded emulated guest) weighs
-# the same in both.
+# under <main>. Each caller measures the CPU time of its hot method's call
+# with the thread's own CPU clock (CLOCK_THREAD_CPUTIME_ID, the kernel's
+# account of the time this thread ran): the shares the profile must show,
+# measured without sampling. The clock counts from SIGUSR1 to SIGUSR2,
+# which the test sends when the profiler starts and stops sampling, so both
+# measure the same seconds; a wall-clock sampler would also count the time
+# the thread waits for a CPU (eight busy threads share two in CI), which a
+# CPU profiler rightly does not.
 #
 #   ruby ruby_shares.rb SECONDS OUT_FILE
 #
 # Runs SECONDS or until SIGTERM, then writes one line per hot method to
-# OUT_FILE: "NAME FIRST_LINE LAST_LINE ORACLE_SAMPLES" (FIRST_LINE is the def,
-# LAST_LINE its end).
+# OUT_FILE: "NAME FIRST_LINE LAST_LINE CPU_MICROSECONDS" (FIRST_LINE is the
+# def, LAST_LINE its end).
 class Shares
-  STEP = 1_000
-
   # The three hot methods do the same work on purpose: their shares are set
   # by how much each caller asks of it (5:3:2).
   def hot_a(n)
@@ -30,7 +23,6 @@ class Shares
     while i < n
       total += i & 7
       i += 1
-      Thread.pass if i % STEP == 0
     end
     total
   end
@@ -41,7 +33,6 @@ class Shares
     while i < n
       total += i & 7
       i += 1
-      Thread.pass if i % STEP == 0
     end
     total
   end
@@ -52,19 +43,42 @@ class Shares
     while i < n
       total += i & 7
       i += 1
-      Thread.pass if i % STEP == 0
     end
     total
   end
 
+  def initialize(counting)
+    @counting = counting
+    @cpu = Hash.new(0.0)
+  end
+  attr_reader :cpu
+
+  def cpu_now
+    Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+  end
+
+  # The CPU time of one hot call, counted while the window is open. A call
+  # lasts milliseconds (a hundred or so emulated): the calls cut by the
+  # window's ends are a small part of its seconds. The callers call the hot
+  # methods themselves, so that a hot method's caller is its Ruby parent.
+  def count(name, start)
+    @cpu[name] += cpu_now - start if @counting[0]
+  end
+
   def caller_a(n)
+    start = cpu_now
     hot_a(5 * n)
+    count("hot_a", start)
   end
   def caller_b(n)
+    start = cpu_now
     hot_b(3 * n)
+    count("hot_b", start)
   end
   def caller_c(n)
+    start = cpu_now
     hot_c(2 * n)
+    count("hot_c", start)
   end
 
   def run(deadline, stopping)
@@ -86,21 +100,8 @@ counting = [false]
 Signal.trap("USR1") { counting[0] = true }
 Signal.trap("USR2") { counting[0] = false }
 
-worker = Thread.current
-counts = Hash.new(0)
-oracle = Thread.new do
-  until stopping[1]
-    sleep 0.005
-    next unless counting[0]
-    locations = worker.backtrace_locations || []
-    hot = locations.find { |l| HOT.include?(l.base_label) }
-    counts[hot.base_label] += 1 if hot
-  end
-end
-
-Shares.new.run(Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds, stopping)
-stopping[1] = true
-oracle.join
+shares = Shares.new(counting)
+shares.run(Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds, stopping)
 
 lines = HOT.map do |name|
   method = Shares.instance_method(name)
@@ -108,7 +109,7 @@ lines = HOT.map do |name|
   # The method's end: the first line after the def that is just "  end".
   source = File.readlines(__FILE__)
   last = (first...source.size).find { |i| source[i] =~ /\A  end\s*\z/ } + 1
-  "#{name} #{first} #{last} #{counts[name]}"
+  "#{name} #{first} #{last} #{(shares.cpu[name] * 1e6).round}"
 end
 File.write(out + ".tmp", lines.join("\n") + "\n")
 File.rename(out + ".tmp", out)
