@@ -161,6 +161,7 @@ Result<void> Agent::start() {
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
   open_executables_ = std::make_unique<OpenExecutables>(file_ids_, executable_descriptor_budget());
   processes_->track_executables(executables_.get(), open_executables_.get(), symbolizer_.get());
+  processes_->set_resource_settings(config_.resource);
   assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
                                                   kernel_symbols_ ? &*kernel_symbols_ : nullptr,
                                                   plugins_.get(), executables_.get());

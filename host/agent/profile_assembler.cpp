@@ -307,6 +307,7 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     labels.tid = static_cast<int64_t>(key.tid);
     labels.comm = process ? process->comm : thread_name;
     labels.thread_name = thread_name;
+    if (process) labels.resource = process->resource;
     if (key.label_slot != 0 && plugins_) {
       if (Plugin* plugin = plugins_->plugin_for_frame_kind(key.label_slot)) {
         if (auto label = PluginHost::label(*plugin, key.label_value)) {

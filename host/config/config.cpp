@@ -74,7 +74,8 @@ class DocumentApplier {
                                        describe(root)));
     }
     auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
-                                         "runtimes", "pids", "maps", "startup", "log_level", "profile"});
+                                         "runtimes", "pids", "maps", "startup", "log_level", "profile",
+                                         "resource"});
     if (!entries) return entries.error();
     for (const Located& entry : *entries) {
       Result<void> applied = apply_top_level(entry);
@@ -143,8 +144,82 @@ class DocumentApplier {
         return error_at(field, fmt::format("expected fold or keep, got {}", describe(field.node)));
       });
     }
+    if (key == "resource") {
+      return apply_section(entry, {"service_name", "attributes", "service_names"},
+                           [&](const Located& field) -> Result<void> {
+                             if (field.key == "service_name") {
+                               return read_text(field, "a service name", config_.resource.default_service_name);
+                             }
+                             if (field.key == "attributes") return apply_resource_attributes(field);
+                             return read_service_name_rules(field);
+                           });
+    }
     // mapping_entries() let only the known keys through.
     return read_log_level(entry);
+  }
+
+  // A non-empty string.
+  Result<void> read_text(const Located& field, std::string_view what, std::string& out) {
+    if (!field.node.IsScalar() || field.node.Scalar().empty()) {
+      return error_at(field, fmt::format("expected {}, got {}", what, describe(field.node)));
+    }
+    out = field.node.Scalar();
+    return ok();
+  }
+
+  // resource.attributes: KEY: VALUE pairs, merged key by key like runtimes.
+  Result<void> apply_resource_attributes(const Located& section) {
+    if (section.node.IsNull()) return ok();
+    auto entries = mapping_entries(section, {});
+    if (!entries) return entries.error();
+    for (const Located& entry : *entries) {
+      if (entry.key.empty()) return error_at(entry, "an attribute needs a name");
+      std::string value;
+      if (auto read = read_text(entry, "an attribute value (a string)", value); !read) return read;
+      auto& attributes = config_.resource.attributes;
+      auto it = std::find_if(attributes.begin(), attributes.end(), [&](const auto& kv) { return kv.first == entry.key; });
+      if (it != attributes.end()) {
+        it->second = value;
+      } else {
+        attributes.emplace_back(entry.key, value);
+      }
+      note_origin(entry);
+    }
+    return ok();
+  }
+
+  // resource.service_names: a list of {MATCHER: GLOB, service_name: NAME},
+  // MATCHER one of executable, systemd_unit, container_id.
+  Result<void> read_service_name_rules(const Located& field) {
+    auto elements = sequence_elements(field, "rules");
+    if (!elements) return elements.error();
+    std::vector<ServiceNameRule> rules;
+    for (const Located& element : *elements) {
+      auto entries = mapping_entries(element, {"executable", "systemd_unit", "container_id", "service_name"});
+      if (!entries) return entries.error();
+      ServiceNameRule rule;
+      int matchers = 0;
+      bool named = false;
+      for (const Located& entry : *entries) {
+        if (entry.key == "service_name") {
+          if (auto read = read_text(entry, "a service name", rule.service_name); !read) return read;
+          named = true;
+          continue;
+        }
+        ++matchers;
+        rule.match = entry.key == "executable"     ? ServiceNameRule::Match::kExecutable
+                     : entry.key == "systemd_unit" ? ServiceNameRule::Match::kSystemdUnit
+                                                   : ServiceNameRule::Match::kContainerId;
+        if (auto read = read_text(entry, "a pattern", rule.pattern); !read) return read;
+      }
+      if (matchers != 1 || !named) {
+        return error_at(element, "a rule has one of executable, systemd_unit or container_id (a glob) and a "
+                                 "service_name");
+      }
+      rules.push_back(std::move(rule));
+    }
+    config_.resource.service_name_rules = std::move(rules);
+    return ok();
   }
 
   // A nested mapping whose keys are all in `known`. A section left empty

@@ -15,6 +15,7 @@
 
 #include "omniprof/support/result.h"
 #include "omniprof/bpf/abi.h"
+#include "process/process_identity.h"
 
 namespace omniprof {
 
@@ -51,6 +52,12 @@ struct Config {
   // that function's self time) or "keep" (every native frame, for people
   // working on the interpreter itself). agent/stack_folding.h.
   bool fold_interpreter_internals = true;
+  // resource: who each process is, on its samples (process/process_identity.h):
+  // resource.service_name (the default service.name), resource.attributes
+  // (added to every process's), resource.service_names (rules, first match
+  // wins). OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES fill what the files
+  // leave unset (config_sources.h).
+  ResourceSettings resource;
 
   // True unless the config disables `runtime`: a third-party plugin's runtime
   // that the config does not mention is enabled.

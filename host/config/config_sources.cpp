@@ -73,7 +73,27 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
     }
     if (auto r = apply_file(path, *trusted); !r) return r.error();
   }
+  apply_resource_environment(loaded);
   return loaded;
+}
+
+void apply_resource_environment(LoadedConfig& loaded) {
+  std::string error;
+  EnvironmentResource environment =
+      parse_environment_resource(std::getenv("OTEL_RESOURCE_ATTRIBUTES"), std::getenv("OTEL_SERVICE_NAME"), &error);
+  if (!error.empty()) log().warn("{}", error);
+  ResourceSettings& resource = loaded.config.resource;
+  if (resource.default_service_name.empty() && !environment.service_name.empty()) {
+    const char* from = std::getenv("OTEL_SERVICE_NAME") && *std::getenv("OTEL_SERVICE_NAME")
+                           ? "environment OTEL_SERVICE_NAME"
+                           : "environment OTEL_RESOURCE_ATTRIBUTES";
+    loaded.origins["resource.service_name"] = ValueOrigin{from, 0};
+  }
+  for (const auto& [key, value] : environment.attributes) {
+    const std::string path = "resource.attributes." + key;
+    if (!loaded.origins.count(path)) loaded.origins[path] = ValueOrigin{"environment OTEL_RESOURCE_ATTRIBUTES", 0};
+  }
+  resource = with_environment(std::move(resource), environment);
 }
 
 namespace {
@@ -81,6 +101,7 @@ namespace {
 std::string origin_of(const LoadedConfig& loaded, const std::string& key) {
   auto it = loaded.origins.find(key);
   if (it == loaded.origins.end()) return "default";
+  if (it->second.line == 0) return it->second.file;  // not a file: the environment
   return fmt::format("{}:{}", it->second.file, it->second.line);
 }
 
@@ -112,6 +133,16 @@ std::string describe_config(const LoadedConfig& loaded) {
   settings.emplace_back("startup.unwind_tables_wait_seconds", std::to_string(c.unwind_tables_wait_seconds));
   settings.emplace_back("log_level", c.log_level);
   settings.emplace_back("profile.interpreter_internals", c.fold_interpreter_internals ? "fold" : "keep");
+  settings.emplace_back("resource.service_name", fmt::format("\"{}\"", c.resource.default_service_name));
+  for (const auto& [key, value] : c.resource.attributes) {
+    settings.emplace_back("resource.attributes." + key, fmt::format("\"{}\"", value));
+  }
+  std::vector<std::string> rules;
+  for (const ServiceNameRule& rule : c.resource.service_name_rules) {
+    rules.push_back(fmt::format("{{{}: \"{}\", service_name: \"{}\"}}", service_name_rule_key(rule.match),
+                                rule.pattern, rule.service_name));
+  }
+  settings.emplace_back("resource.service_names", fmt::format("[{}]", fmt::join(rules, ", ")));
 
   size_t width = 0;
   for (const auto& [key, value] : settings) width = std::max(width, key.size() + 2 + value.size());

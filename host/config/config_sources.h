@@ -52,6 +52,13 @@ std::vector<std::string> drop_in_files(const std::string& directory);
 Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t default_frequency_hz,
                                          const PathTrustPolicy& policy = PathTrustPolicy::for_this_process());
 
+// What the agent's environment says of its resource (OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES), applied where the files said nothing: the
+// files win, as an OpenTelemetry SDK's explicit configuration wins over its
+// environment. Noted in `origins` as "environment VARIABLE"; a malformed
+// variable is logged and ignored. load_config_sources calls it last.
+void apply_resource_environment(LoadedConfig& loaded);
+
 // The merged configuration as `omniprof config` prints it: every setting,
 // one per line, `key: value  # FILE:LINE` or `# default`, then the files read
 // and those refused.

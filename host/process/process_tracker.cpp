@@ -190,6 +190,8 @@ std::optional<std::vector<ProcMapping>> ProcessTracker::executable_mappings(int3
   return mappings;
 }
 
+void ProcessTracker::set_resource_settings(ResourceSettings settings) { resource_settings_ = std::move(settings); }
+
 std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   auto mappings = executable_mappings(pid);
   if (!mappings) return nullptr;
@@ -197,6 +199,8 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   snapshot->pid = pid;
   snapshot->comm = read_first_line(fmt::format("/proc/{}/comm", pid));
   snapshot->exe = read_link(fmt::format("/proc/{}/exe", pid));
+  snapshot->resource = std::make_shared<const ResourceAttributes>(
+      process_resource(resource_settings_, read_process_facts(pid, snapshot->comm, snapshot->exe), host_attributes_));
   snapshot->mappings = std::move(*mappings);
   resolve_executables(*snapshot);
   return snapshot;

@@ -19,6 +19,7 @@
 
 #include "omniprof/bpf/abi.h"
 #include "process/proc_maps.h"
+#include "process/process_identity.h"
 
 namespace omniprof {
 
@@ -56,6 +57,10 @@ struct ProcessSnapshot {
   std::vector<uint64_t> interpreter_file_ids;
   bool exited = false;
   std::string vdso_path;  // a copy of the process's [vdso] image, if read
+  // Who the process is (service.name, container.id, systemd.unit, host.*:
+  // process_identity.h), read when it was described; never null once
+  // described.
+  std::shared_ptr<const ResourceAttributes> resource;
 
   const ProcMapping* mapping_for(uint64_t address) const;
   // The entry of `executables` for one of `mappings`, or null.
@@ -88,6 +93,9 @@ class ProcessTracker {
   // tests run without); set before the first scan.
   void track_executables(ExecutableInfoManager* executables, OpenExecutables* files,
                          ElfSymbolizer* symbolizer);
+  // How each process's resource attributes are chosen (config `resource:`
+  // with the agent's OTEL_* environment). Set before the first scan.
+  void set_resource_settings(ResourceSettings settings);
 
   // A file the start-up scan found mapped: its id and its path as mapped.
   struct ScannedFile {
@@ -160,6 +168,8 @@ class ProcessTracker {
   ExecutableInfoManager* executables_ = nullptr;
   OpenExecutables* files_ = nullptr;
   ElfSymbolizer* symbolizer_ = nullptr;
+  ResourceSettings resource_settings_;
+  ResourceAttributes host_attributes_ = host_attributes();
   // Never held while calling a plugin or the ExecutableInfoManager.
   mutable std::mutex mutex_;
   std::condition_variable claim_released_;

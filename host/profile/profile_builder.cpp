@@ -199,8 +199,21 @@ void ProfileBuilder::add_sample(const std::vector<uint64_t>& location_ids, int64
     }
   }
   SampleKey key{location_ids, labels.pid, labels.tid, intern(labels.comm), intern(labels.thread_name),
-                intern(labels.extra_key), intern(labels.extra_value)};
+                intern(labels.extra_key), intern(labels.extra_value), intern_resource(labels)};
   samples_[std::move(key)] += count;
+}
+
+size_t ProfileBuilder::intern_resource(const SampleLabels& labels) {
+  if (!labels.resource || labels.resource->empty()) return 0;
+  if (auto it = resource_by_source_.find(labels.resource); it != resource_by_source_.end()) return it->second;
+  LabelSet set;
+  for (const auto& [key, value] : *labels.resource) {
+    if (!key.empty() && !value.empty()) set.emplace_back(intern(key), intern(value));
+  }
+  auto [it, inserted] = resource_set_ids_.try_emplace(set, resource_sets_.size());
+  if (inserted) resource_sets_.push_back(std::move(set));
+  resource_by_source_.emplace(labels.resource, it->second);
+  return it->second;
 }
 
 void ProfileBuilder::add_comment(const std::string& comment) {
@@ -301,6 +314,7 @@ pb::Profile ProfileBuilder::build() const {
     add_str_label(str_comm_, key.comm);
     add_str_label(str_thread_name_, key.thread_name);
     if (key.extra_key != 0) add_str_label(key.extra_key, key.extra_value);
+    for (const auto& [label_key, value] : resource_sets_[key.resource]) add_str_label(label_key, value);
   }
 
   return profile;

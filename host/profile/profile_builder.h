@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +58,10 @@ struct SampleLabels {
   // empty key = none.
   std::string extra_key;
   std::string extra_value;
+  // Who the process is (service.name, container.id, ...: the resource
+  // attributes of process/process_identity.h), as string labels; shared by
+  // every sample of the process. Null: none.
+  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> resource;
 
   friend auto operator<=>(const SampleLabels&, const SampleLabels&) = default;
 };
@@ -164,8 +169,12 @@ class ProfileBuilder {
     int64_t thread_name;  // string index, 0 = no label
     int64_t extra_key;    // string index, 0 = no label
     int64_t extra_value;
+    size_t resource;  // index into resource_sets_, 0 = none
     friend auto operator<=>(const SampleKey&, const SampleKey&) = default;
   };
+  // A process's resource labels as string indexes, stored once per distinct set.
+  using LabelSet = std::vector<std::pair<int64_t, int64_t>>;
+  size_t intern_resource(const SampleLabels& labels);
 
   int64_t intern(const std::string& s);
   uint64_t add_function(const ProfileLine& line);
@@ -190,6 +199,11 @@ class ProfileBuilder {
 
   // Merged samples and their counts. Ordered so build() is deterministic.
   std::map<SampleKey, int64_t> samples_;
+  std::vector<LabelSet> resource_sets_{LabelSet{}};  // [0]: none
+  std::map<LabelSet, size_t> resource_set_ids_;
+  // The sets already interned, by the shared attributes they came from (one
+  // process's samples share one), kept alive so their addresses stay unique.
+  std::map<std::shared_ptr<const std::vector<std::pair<std::string, std::string>>>, size_t> resource_by_source_;
 
   std::vector<int64_t> comments_;
 

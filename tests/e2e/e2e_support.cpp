@@ -196,7 +196,7 @@ std::vector<PprofTrace> parse_traces(const CommandResult& result, std::string* e
   PprofTrace current;
   bool in_block = false;
   static const std::regex separator(R"(^-+\+-+$)");
-  static const std::regex label(R"(^\s*([A-Za-z_]+):\s+\[?([^\]]*)\]?\s*$)");
+  static const std::regex label(R"(^\s*([A-Za-z_][A-Za-z0-9_.]*):\s+\[?([^\]]*)\]?\s*$)");
   static const std::regex first_frame(R"(^\s*([0-9]+)\s+(\S.*)$)");
   static const std::regex first_frame_time(R"(^\s*([0-9.]+[a-z]*s)\s+(\S.*)$)");
   static const std::regex frame(R"(^\s+(\S.*)$)");

@@ -159,7 +159,7 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
 TEST(ConfigTest, UnknownTopLevelKey) {
   EXPECT_EQ(parse_error("round_seconds: 5\nsampling_hz: 99\n"),
             "omniprof.yaml:2: sampling_hz: unknown key (known: sampling, round_seconds, output, "
-            "plugins, runtimes, pids, maps, startup, log_level, profile)");
+            "plugins, runtimes, pids, maps, startup, log_level, profile, resource)");
 }
 
 TEST(ConfigTest, UnknownNestedKey) {
