@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "common/file_io.h"
+#include "common/text_fields.h"
 #include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
@@ -109,13 +110,7 @@ bool is_unit(std::string_view component) {
 
 std::vector<std::string_view> components(std::string_view path) {
   std::vector<std::string_view> out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > start) out.push_back(path.substr(start, end - start));
-    start = end + 1;
-  }
+  for (std::string_view part = next_field(path, "/"); !part.empty(); part = next_field(path, "/")) out.push_back(part);
   return out;
 }
 
@@ -148,6 +143,12 @@ std::string without_deleted_suffix(std::string path) {
   std::string_view view = path;
   if (strip_suffix(view, " (deleted)")) path.resize(view.size());
   return path;
+}
+
+// What a process's executable is called: its file's name, or the comm of a
+// kernel thread (which has none).
+std::string executable_name(const ProcessFacts& facts) {
+  return facts.executable_path.empty() ? facts.comm : base_name(facts.executable_path);
 }
 
 bool glob_matches(const std::string& pattern, const std::string& text) {
@@ -213,12 +214,8 @@ CgroupFacts cgroup_facts_of_path(std::string_view path) {
 CgroupFacts cgroup_facts(std::string_view text) {
   std::string_view unified, systemd;
   std::vector<std::string_view> controllers;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
     auto first = line.find(':');
     if (first == std::string_view::npos) continue;
     auto second = line.find(':', first + 1);
@@ -246,12 +243,8 @@ CgroupFacts cgroup_facts(std::string_view text) {
 }
 
 std::string environ_value(std::string_view text, std::string_view name) {
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\0', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view entry = text.substr(start, end - start);
-    start = end + 1;
+  constexpr std::string_view kNul("\0", 1);
+  for (std::string_view entry = next_field(text, kNul); !entry.empty(); entry = next_field(text, kNul)) {
     if (entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=') {
       return std::string(entry.substr(name.size() + 1));
     }
@@ -272,7 +265,7 @@ std::string_view service_name_rule_key(ServiceNameRule::Match match) {
 }
 
 std::string service_name_for(const ResourceSettings& settings, const ProcessFacts& facts) {
-  const std::string executable = facts.executable_path.empty() ? facts.comm : base_name(facts.executable_path);
+  const std::string executable = executable_name(facts);
   for (const ServiceNameRule& rule : settings.service_name_rules) {
     bool matched = false;
     switch (rule.match) {
@@ -306,8 +299,7 @@ ResourceAttributes process_resource(const ResourceSettings& settings, const Proc
                                     const ResourceAttributes& host) {
   ResourceAttributes attributes;
   add_unless_present(attributes, "service.name", service_name_for(settings, facts));
-  const std::string executable = facts.executable_path.empty() ? facts.comm : base_name(facts.executable_path);
-  add_unless_present(attributes, "process.executable.name", executable);
+  add_unless_present(attributes, "process.executable.name", executable_name(facts));
   add_unless_present(attributes, "process.executable.path", facts.executable_path);
   add_unless_present(attributes, "container.id", facts.cgroup.container_id);
   add_unless_present(attributes, "container.runtime", facts.cgroup.container_runtime);
@@ -333,12 +325,8 @@ EnvironmentResource parse_environment_resource(const char* otel_resource_attribu
                                                std::string* error) {
   EnvironmentResource environment;
   std::string_view text = otel_resource_attributes ? otel_resource_attributes : "";
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string entry = trim(std::string(text.substr(start, end - start)));
-    start = end + 1;
+  for (std::string_view field = next_field(text, ","); !field.empty(); field = next_field(text, ",")) {
+    std::string entry = trim(std::string(field));
     if (entry.empty()) continue;
     auto eq = entry.find('=');
     std::string key = eq == std::string::npos ? "" : trim(entry.substr(0, eq));
