@@ -105,9 +105,13 @@ TEST(BigExecutablesTest, DefaultConfigHoldsLlvmClangAndNodeAndWalksThroughThem) 
     }
   }
   std::string dir = temp_dir("big");
-  // Loads both libraries and calls into LLVM in a loop.
-  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "30", kLlvm, kClang});
-  BackgroundProcess node_process({kNode, "-e", "const end = Date.now() + 30000; let x = 0; while (Date.now() < end) x++;"});
+  // Loads both libraries and calls into LLVM in a loop. Both outlive the
+  // recording by far (killed at the end of the test): in an emulated guest
+  // `record` spends half a minute building their tables before its clock
+  // starts, and the counters it prints at the end are of the tables still
+  // stored, which an exit would unload.
+  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "300", kLlvm, kClang});
+  BackgroundProcess node_process({kNode, "-e", "const end = Date.now() + 300000; let x = 0; while (Date.now() < end) x++;"});
   // Both libraries mapped (seconds on a cold page cache): `record` builds
   // the tables of what they map at its start before its clock starts.
   ASSERT_TRUE(wait_for_libraries(python_process.pid()));
@@ -250,7 +254,8 @@ TEST(BigExecutablesTest, SmallBudgetRefusesWhatCannotFitAndKeepsSampling) {
   std::string dir = temp_dir("big-budget");
   std::string config = dir + "/omniprof.yaml";
   std::ofstream(config) << "maps:\n  unwind_memory_mb: 3\n";
-  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "30", kLlvm, kClang});
+  // Outlives the recording (killed at the end): the counters are of what is stored when it ends.
+  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "300", kLlvm, kClang});
   ASSERT_TRUE(wait_for_libraries(python_process.pid()));
   auto result = run_command({OMNIPROF_BINARY, "record", "-d", "2", "--config", config, "-p",
                              std::to_string(python_process.pid()), "-o", dir + "/profile.pb.gz"});
