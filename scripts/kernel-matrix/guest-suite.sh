@@ -20,9 +20,7 @@ echo "kernel-matrix: guest kernel $(uname -r) ($(nproc) CPUs)"
 cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_DIR"; echo 1 >"$results/status"; exit 1; }
 # Every test but the host_only ones: what does not depend on the kernel and
 # is too slow under TCG (Packaging.install_remove_purge: cpack, lintian; the
-# SDK's compile-and-link tests; the unit tests of parsers, tables, config and
-# the profile writer, label unit_host_only: the unit suites that exercise a
-# kernel interface run here, tests/CMakeLists.txt lists them). -FS: the Node.js entry's fixture
+# SDK's compile-and-link tests). -FS: the Node.js entry's fixture
 # (SDK.perfmap_out_of_tree, a CMake build of perfmap against the installed
 # SDK) is not rerun here: the entry loads the perfmap.so the host's run of the
 # suite built in this same build tree (scripts/test.sh runs it first).
