@@ -24,9 +24,6 @@ BUILD_DIR=$(cd "${OMNIPROF_BUILD_DIR:-build}" 2>/dev/null && pwd -P) || {
   echo "kernel-matrix: no build tree at ${OMNIPROF_BUILD_DIR:-build} (run ./scripts/build.sh first)" >&2
   exit 2
 }
-# The ThreadSanitizer build scripts/test.sh makes; its tests run in the
-# guests too when it exists.
-TSAN_BUILD_DIR=$(cd "${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}" 2>/dev/null && pwd -P) || TSAN_BUILD_DIR=
 CACHE_DIR=${OMNIPROF_KERNEL_MATRIX_CACHE:-/var/cache/omniprof/kernel-matrix}
 GUEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TIMEOUT:-2400}
 TEST_TIMEOUT=${OMNIPROF_KERNEL_MATRIX_TEST_TIMEOUT:-600}
@@ -206,7 +203,6 @@ run_kernel() {
   cat >"$results/job.env" <<EOF
 MATRIX_SOURCE_DIR='$REPO_DIR'
 MATRIX_BUILD_DIR='$BUILD_DIR'
-MATRIX_TSAN_BUILD_DIR='$TSAN_BUILD_DIR'
 MATRIX_GUEST_SCRIPT='$MATRIX_DIR/guest-suite.sh'
 MATRIX_RESULTS_MOUNT=/run/kernel-matrix-results
 MATRIX_CI='${CI:-}'
@@ -231,7 +227,7 @@ EOF
   elapsed=$(($(date +%s) - start))
 
   local verdict ran_before=$((PASSED + FAILED))
-  count_results "$release" "$results/ctest-junit.xml" "$results/ctest-tsan-junit.xml"
+  count_results "$release" "$results/ctest-junit.xml"
   if [ "$status" -eq 124 ]; then
     verdict="TIMED OUT (limit ${GUEST_TIMEOUT}s)"
     status=1
@@ -258,8 +254,7 @@ EOF
   return "$status"
 }
 
-# Counts one guest's tests from ctest's JUnit reports (the main build's, and
-# the ThreadSanitizer build's when there is one) into COUNTS ("N passed,
+# Counts one guest's tests from ctest's JUnit report into COUNTS ("N passed,
 # N failed, N skipped") and adds them to the totals; names each failed and
 # each skipped test (a skip in a guest must have a reason: see its log).
 count_results() {

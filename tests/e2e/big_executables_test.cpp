@@ -210,7 +210,8 @@ TEST(BigExecutablesTest, RunCountsWalksThatMeetATableBeingBuilt) {
   std::ofstream(dir + "/omniprof.yaml") << "round_seconds: 2\nsampling:\n  frequency_hz: 499\noutput:\n  directory: "
                                         << dir << "/profiles\npids: [" << workload.pid() << "]\n";
   BackgroundProcess agent({"/bin/sh", "-c", "exec \"$0\" run --config \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY,
-                           dir + "/omniprof.yaml", log_path});
+                           dir + "/omniprof.yaml", log_path},
+                          BackgroundProcess::Role::kJudge);
   auto log_text = [&] {
     std::ifstream in(log_path);
     std::stringstream text;

@@ -246,7 +246,8 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   // the workload lives. It exits with seconds of recording left.
   std::string dir = temp_dir("exit");
   std::string out = dir + "/profile.pb.gz", log = dir + "/record.log";
-  BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log});
+  BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log},
+                           BackgroundProcess::Role::kJudge);
   ASSERT_TRUE(wait_for_recording(record.pid(), log, std::chrono::seconds(120))) << "omniprof record never started recording";
   BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
   EXPECT_EQ(target.wait(), 0);

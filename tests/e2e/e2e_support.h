@@ -43,13 +43,17 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
-// Runs argv, waits, captures stdout and stderr.
+// Runs argv ahead of the workloads (a higher priority: see
+// run_ahead_of_workloads), waits, captures stdout and stderr.
 CommandResult run_command(const std::vector<std::string>& argv);
 
 // A child process running in the background until the object dies.
 class BackgroundProcess {
  public:
-  explicit BackgroundProcess(const std::vector<std::string>& argv);
+  // A workload runs at the test's own priority; a judge (omniprof record or
+  // run) ahead of the workloads, as run_command runs everything it starts.
+  enum class Role { kWorkload, kJudge };
+  explicit BackgroundProcess(const std::vector<std::string>& argv, Role role = Role::kWorkload);
   ~BackgroundProcess();
   pid_t pid() const { return pid_; }
   void signal(int sig);

@@ -93,7 +93,8 @@ inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::st
                         " -F 199 --keep-interpreter-internals";
   for (pid_t pid : pids) command += " -p " + std::to_string(pid);
   command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, folded});
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, folded},
+                           BackgroundProcess::Role::kJudge);
   RecordedProfile recorded;
   recorded.folded_profile = folded;
   // Emulated guests take a minute or more to load and verify BPF.

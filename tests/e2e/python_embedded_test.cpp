@@ -69,7 +69,7 @@ EmbeddedCount count_embedded(const std::vector<PprofTrace>& traces) {
 class BackgroundRecord {
  public:
   BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log)
-      : log_(log), process_(shell_argv(binary, args, log)) {}
+      : log_(log), process_(shell_argv(binary, args, log), BackgroundProcess::Role::kJudge) {}
 
   bool wait_until_recording() { return wait_for_recording(process_.pid(), log_, std::chrono::seconds(120)); }
   int wait() { return process_.wait(); }

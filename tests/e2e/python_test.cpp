@@ -126,7 +126,8 @@ Recording make_recording(const Interpreter& python) {
     command += " -p " + std::to_string(pid);
   }
   command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, kept_profile});
+  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, kept_profile},
+                           BackgroundProcess::Role::kJudge);
   if (!wait_for_recording(record.pid(), log, std::chrono::seconds(120))) {
     record.wait();
     r.failure = "omniprof record never started recording: " + slurp(log);

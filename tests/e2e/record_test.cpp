@@ -207,7 +207,7 @@ TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
   std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 49\noutput:\n  directory: "
                         << dir << "/profiles\n";
   BackgroundProcess chain({workload("chain"), "20"});
-  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config});
+  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config}, BackgroundProcess::Role::kJudge);
   // Start-up time varies (BPF verification, unwind tables for every running
   // program): time the rounds from the first profile written.
   auto count_files = [&] {
@@ -246,7 +246,7 @@ TEST(RunTest, DisabledRuntimesPluginsAreNotInTheAgentsMemory) {
                         << "/profiles\nruntimes:\n  ruby: false\n";
   fs::create_directory(dir + "/conf.d");
   std::ofstream(dir + "/conf.d/50-no-python.yaml") << "runtimes:\n  python: false\n";
-  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config});
+  BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config}, BackgroundProcess::Role::kJudge);
   auto first_round_written = [&] {
     std::error_code ec;
     auto it = fs::directory_iterator(dir + "/profiles", ec);

@@ -1,0 +1,23 @@
+# omniprof_discover_unit_tests(TARGET): the ctest entries of one gtest unit
+# test binary, two ways.
+#
+# - One entry per test (label `unit`), discovered from the binary: what
+#   scripts/test.sh runs on the host, where a failure names its test.
+# - One entry for the whole binary, UnitSuite.TARGET (label
+#   `unit_suite`): what the kernel-matrix guests run instead
+#   (scripts/kernel-matrix/guest-suite.sh). Under emulation every process
+#   start costs about a second, and the ~440 per-test entries cost each guest
+#   minutes of start-ups for tests that mostly give the same answer on any
+#   kernel; in one process they cost seconds, and the Python and Ruby suites
+#   still start each interpreter there, which fills the guest's 9p page cache
+#   with the files the e2e entries read next (docs/kernel-matrix.md).
+#
+# scripts/test.sh leaves the unit_suite entries out (-LE unit_suite): on the
+# host they would run every test a second time.
+include(GoogleTest)
+
+function(omniprof_discover_unit_tests target)
+  gtest_discover_tests(${target} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+  add_test(NAME UnitSuite.${target} COMMAND ${target})
+  set_tests_properties(UnitSuite.${target} PROPERTIES LABELS unit_suite)
+endfunction()
