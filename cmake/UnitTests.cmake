@@ -6,11 +6,12 @@
 # - One entry for the whole binary, UnitSuite.TARGET (label
 #   `unit_suite`): what the kernel-matrix guests run instead
 #   (scripts/kernel-matrix/guest-suite.sh). Under emulation every process
-#   start costs about a second, and the ~440 per-test entries cost each guest
-#   minutes of start-ups for tests that mostly give the same answer on any
-#   kernel; in one process they cost seconds, and the Python and Ruby suites
-#   still start each interpreter there, which fills the guest's 9p page cache
-#   with the files the e2e entries read next (docs/kernel-matrix.md).
+#   start costs about a second. Used for the suites that read live processes
+#   through the kernel (the Python and Ruby plugins' readers: /proc,
+#   process_vm_readv); they start each interpreter, which also fills the
+#   guest's 9p page cache with the files the e2e entries read next
+#   (docs/kernel-matrix.md). omniprof_unit_tests, which exercises no kernel
+#   interface, runs on the host only.
 #
 # scripts/test.sh leaves the unit_suite entries out (-LE unit_suite): on the
 # host they would run every test a second time.

@@ -197,6 +197,17 @@ run_kernel() {
   initramfs=$root/initramfs.cpio.gz
   build_initramfs "$root" "$release" "$initramfs"
 
+  # The PREEMPT_RT guest runs the Python e2e entries of one interpreter per
+  # path the BPF walk takes (2.7 and 3.10: frame objects; 3.11, 3.12, 3.13:
+  # their interpreter frames; Debian's stripped 3.11: offsets found without
+  # symbols), not 3.6 to 3.9, which walk 3.10's path with other offsets
+  # (data from user space, not kernel behaviour). The generic guest and the
+  # host run every interpreter. It keeps CI inside its 90 minutes.
+  local exclude=
+  if [ "$(flavour_of "$package")" = rt-amd64 ]; then
+    exclude='^PythonProfileTest\.cpython_3_[6-9]$'
+    log "$release leaves out the tests matching $exclude (run on the generic kernel and the host)"
+  fi
   results=$BUILD_DIR/kernel-matrix/$release
   rm -rf "$results"
   mkdir -p "$results" || die "cannot create $results"
@@ -208,6 +219,7 @@ MATRIX_RESULTS_MOUNT=/run/kernel-matrix-results
 MATRIX_CI='${CI:-}'
 MATRIX_TEST_TIMEOUT='$TEST_TIMEOUT'
 MATRIX_CTEST_ARGS='${ctest_args[*]}'
+MATRIX_CTEST_EXCLUDE='$exclude'
 EOF
 
   log "booting $release ($package) under TCG: $GUEST_CPUS CPUs, $GUEST_MEMORY MiB, at most ${GUEST_TIMEOUT}s"
@@ -223,7 +235,7 @@ EOF
     -append "console=ttyS0 panic=-1 quiet clocksource=tsc tsc=reliable" \
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap" \
-    </dev/null 2>&1 | tr -d '\r' | sed -u "s/^/[$release] /" | tee "$results/console.log" || status=$?
+    </dev/null 2>&1 | stdbuf -oL tr -d '\r' | sed -u "s/^/[$release] /" | tee "$results/console.log" || status=$?
   elapsed=$(($(date +%s) - start))
 
   local verdict ran_before=$((PASSED + FAILED))

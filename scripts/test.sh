@@ -6,12 +6,16 @@
 # ${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}) and runs them: a data race fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+began=$(date +%s)
 ./scripts/install-deps.sh
 ./scripts/build.sh
+echo "test: dependencies and build took $(($(date +%s) - began)) s"
 echo "test: running kernel $(uname -r)"
+began=$(date +%s)
 # -LE unit_suite: each unit test binary has one entry per test and one whole
 # (UnitSuite.*, for the kernel matrix: cmake/UnitTests.cmake); the host runs the former.
 (cd "${OMNIPROF_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 300 -LE unit_suite)
+echo "test: the suite took $(($(date +%s) - began)) s"
 
 TSAN_DIR=${OMNIPROF_TSAN_BUILD_DIR:-build-tsan}
 start=$(date +%s)

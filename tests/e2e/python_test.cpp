@@ -94,6 +94,7 @@ Recording make_recording(const Interpreter& python) {
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
   const std::string kept_profile = dir + "/profile-kept.pb.gz", names_out = dir + "/folding-names.txt";
+  const std::string cext_ready = dir + "/cext-ready.txt";
   r.folded_profile = profile;
 
   // The shares are judged to 5 points, which takes many samples of that one
@@ -109,7 +110,7 @@ Recording make_recording(const Interpreter& python) {
   BackgroundProcess native({workload("chain"), kWorkloadSeconds});
   BackgroundProcess folding({python.path, script("python_folding.py"), "burn", kWorkloadSeconds});
   BackgroundProcess names({python.path, script("python_folding.py"), "names", kWorkloadSeconds, names_out});
-  BackgroundProcess cext({python.path, script("python_cext.py"), kWorkloadSeconds});
+  BackgroundProcess cext({python.path, script("python_cext.py"), kWorkloadSeconds, cext_ready});
   r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
   r.threads = threads.pid(), r.exits = exits.pid(), r.native = native.pid();
   r.folding = folding.pid(), r.names = names.pid(), r.cext = cext.pid();
@@ -117,6 +118,11 @@ Recording make_recording(const Interpreter& python) {
   // have its SIGUSR1 handler before the signal comes.
   if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
     r.failure = "python_threads.py wrote no " + threads_out;
+    return r;
+  }
+  // The C extensions' loop has begun (nothing of its set-up in the profile).
+  if (!wait_for_file(cext_ready, std::chrono::seconds(60))) {
+    r.failure = "python_cext.py wrote no " + cext_ready;
     return r;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
