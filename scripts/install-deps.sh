@@ -14,6 +14,9 @@ PACKAGES=(
   # host libraries
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libprotobuf-dev protobuf-compiler libcli11-dev libxxhash-dev
+  # export (host/export/): OTLP over gRPC (grpc_cpp_plugin generates the
+  # service) and over HTTP, Pyroscope's ingest and /metrics (cpp-httplib)
+  libgrpc++-dev protobuf-compiler-grpc libcpp-httplib-dev
   # runtimes the unwinder is checked against (clang and llvm above also
   # bring libLLVM-14 and libclang-cpp-14, the big executables of the e2e test)
   ruby python3 nodejs
@@ -28,6 +31,8 @@ PACKAGES=(
   # the Debian packages' checks (tests/packaging/): lintian, systemd-analyze
   # (cpack, dpkg and setpriv come with cmake, dpkg and util-linux)
   lintian systemd
+  # promtool checks the /metrics page's format
+  prometheus
   # the kernel matrix (scripts/kernel-matrix.sh): QEMU, a static busybox
   # initramfs packed with cpio, module decompressors
   qemu-system-x86 busybox-static cpio xz-utils zstd

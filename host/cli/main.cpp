@@ -12,9 +12,12 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "agent/agent.h"
+#include "export/destinations.h"
+#include "metrics/metrics_page.h"
 #include "cli/unwind_table_wait.h"
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_support.h"
@@ -131,6 +134,9 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
     if (auto r = check_profile_writable(views.flamegraph); !r) fail("--flamegraph: " + r.error().message, 2);
   }
   set_log_level(config.log_level);
+  // Before any BPF is loaded: an endpoint that cannot be used is said now.
+  auto exporters = make_exporters(config);
+  if (!exporters) fail(exporters.error().message, 2);
   Agent agent(config, bpf_stats);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
   install_signal_handlers();
@@ -178,9 +184,34 @@ int cmd_record(const std::string& config_path, uint32_t hz, const std::vector<in
     if (auto r = profiles[1].write_gzip(views.other_view_output); !r) fail(r.error().message, 1);
     std::cout << fmt::format("wrote {} ({} samples)\n", views.other_view_output, profiles[1].total_samples());
   }
+  // Exported after the file is written: a backend that is down costs the
+  // shutdown wait, never the local profile.
+  for (ConfiguredExporter& exporter : *exporters) exporter.exporter->submit(profile);
+  for (ConfiguredExporter& exporter : *exporters) {
+    exporter.exporter->shutdown(std::chrono::seconds(config.export_to.shutdown_wait_seconds));
+    ExporterStats es = exporter.exporter->stats();
+    if (es.rounds_sent > 0) {
+      std::cout << fmt::format("exported to {} ({} bytes)\n", exporter.exporter->name(), es.bytes_sent);
+    } else if (profile.total_samples() > 0) {
+      std::cout << fmt::format("not exported to {}: see the log above\n", exporter.exporter->name());
+    }
+  }
   print_top(profile, top, fold.front());
   print_stats(agent, std::cout);
+  for (ConfiguredExporter& exporter : *exporters) {
+    for (const auto& [name, value] : exporter_stat_lines(exporter.stats_prefix, exporter.exporter->stats())) {
+      if (value) std::cout << fmt::format("  {:<40} {}\n", name, value);
+    }
+  }
   return 0;
+}
+
+// An agent or exporter figure as a metric: a gauge if it says how much there
+// is now (a queue's depth, a map's bytes), else a counter.
+Metric stat_metric(const std::string& name, uint64_t value) {
+  const bool gauge = name.ends_with("queue_depth") || name.ends_with("_bytes") || name == "host.round_samples";
+  return Metric{prometheus_name(name), "omniprof " + name + (gauge ? " (now)" : " (since start)"),
+                gauge ? Metric::Kind::kGauge : Metric::Kind::kCounter, static_cast<double>(value), {}};
 }
 
 std::string round_file_name() {
@@ -197,13 +228,45 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
   Config config = load_config(config_path, kRunDefaultFrequencyHz);
   set_log_level(config.log_level);
   std::error_code ec;
-  fs::create_directories(config.output_directory, ec);
-  if (ec) fail(fmt::format("output.directory {}: {}", config.output_directory, ec.message()));
+  if (!config.output_directory.empty()) {
+    fs::create_directories(config.output_directory, ec);
+    if (ec) fail(fmt::format("output.directory {}: {}", config.output_directory, ec.message()));
+  }
+  auto exporters = make_exporters(config);
+  if (!exporters) fail(exporters.error().message, 2);
+  if (config.output_directory.empty() && exporters->empty()) {
+    fail("output.directory is empty and no export endpoint is set: the profiles would go nowhere", 2);
+  }
   Agent agent(config);
   if (auto r = agent.start(); !r) fail(r.error().message, 2);
   install_signal_handlers();
 
   RoundOutput output(config.output_directory);
+  // /metrics: the agent's counters as of the last round's end (reading them
+  // touches BPF maps the main thread owns), the exporters' and the agent's
+  // resource use as of the scrape.
+  std::mutex metrics_mutex;
+  std::vector<Metric> round_metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (!config.metrics_listen.empty()) {
+    auto server = MetricsServer::start(config.metrics_listen, [&]() {
+      std::vector<Metric> metrics;
+      {
+        std::lock_guard lock(metrics_mutex);
+        metrics = round_metrics;
+      }
+      for (ConfiguredExporter& exporter : *exporters) {
+        for (const auto& [name, value] : exporter_stat_lines(exporter.stats_prefix, exporter.exporter->stats())) {
+          metrics.push_back(stat_metric(name, value));
+        }
+      }
+      for (Metric& metric : process_metrics()) metrics.push_back(std::move(metric));
+      return metrics;
+    });
+    if (!server) fail(server.error().message, 2);
+    metrics_server = std::move(*server);
+    log().info("serving /metrics on {}", config.metrics_listen);
+  }
   for (uint32_t round = 1; !g_stop && (rounds == 0 || round <= rounds); ++round) {
     for (uint32_t s = 0; s < config.round_seconds && !g_stop; ++s) {
       interruptible_sleep(1000);
@@ -212,9 +275,25 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
     if (g_stop) agent.stop_sampling();  // the last round: keep every sample counted
     ProfileBuilder profile = agent.finish_round();
     std::string file_name = round_file_name();
-    std::vector<std::string> written = output.write(file_name, profile);  // failures logged there
+    std::vector<std::string> written;
+    if (!config.output_directory.empty()) written = output.write(file_name, profile);  // failures logged there
+    for (ConfiguredExporter& exporter : *exporters) exporter.exporter->submit(profile);
     std::string counters;
-    for (const auto& line : agent.stats()) counters += fmt::format(" {}={}", line.name, line.value);
+    const std::vector<StatLine> agent_stats = agent.stats();
+    for (const auto& line : agent_stats) counters += fmt::format(" {}={}", line.name, line.value);
+    if (metrics_server) {
+      std::vector<Metric> metrics;
+      for (const auto& line : agent_stats) metrics.push_back(stat_metric(line.name, line.value));
+      metrics.push_back(stat_metric("host.rounds", round));
+      metrics.push_back(stat_metric("host.round_samples", static_cast<uint64_t>(profile.total_samples())));
+      std::lock_guard lock(metrics_mutex);
+      round_metrics = std::move(metrics);
+    }
+    for (ConfiguredExporter& exporter : *exporters) {
+      for (const auto& [name, value] : exporter_stat_lines(exporter.stats_prefix, exporter.exporter->stats())) {
+        if (value) counters += fmt::format(" {}={}", name, value);
+      }
+    }
     auto os = output.stats();
     for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"host.rounds_waiting", os.pending},
                                       {"host.round_write_failures", os.write_failures},
@@ -222,7 +301,9 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
       if (value) counters += fmt::format(" {}={}", name, value);
     }
     bool this_round_written = !written.empty() && fs::path(written.back()).filename() == file_name;
-    if (this_round_written) {
+    if (config.output_directory.empty()) {
+      log().info("round {}: {} samples queued for export;{}", round, profile.total_samples(), counters);
+    } else if (this_round_written) {
       log().info("round {}: wrote {} ({} samples{});{}", round, written.back(), profile.total_samples(),
                  written.size() > 1 ? fmt::format(", and {} kept earlier rounds", written.size() - 1) : "",
                  counters);
@@ -232,6 +313,9 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
     }
   }
   agent.stop();
+  for (ConfiguredExporter& exporter : *exporters) {
+    exporter.exporter->shutdown(std::chrono::seconds(config.export_to.shutdown_wait_seconds));
+  }
   if (output.stats().pending > 0) {
     output.flush();
     if (auto left = output.stats().pending; left > 0) {

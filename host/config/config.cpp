@@ -47,6 +47,10 @@ constexpr IntegerRange kProcessMapRange{64, 1048576};
 constexpr IntegerRange kUnwindMemoryMbRange{1, 4096};
 constexpr IntegerRange kExecutableMapRange{64, 1048576};
 constexpr IntegerRange kWaitSecondsRange{0, 3600};
+constexpr IntegerRange kQueueRoundsRange{1, 1000};
+constexpr IntegerRange kRetryMaxSecondsRange{1, 86400};
+constexpr IntegerRange kShutdownWaitRange{0, 600};
+constexpr IntegerRange kTimeoutSecondsRange{1, 600};
 constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
 
 constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
@@ -75,7 +79,7 @@ class DocumentApplier {
     }
     auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
                                          "runtimes", "pids", "maps", "startup", "log_level", "profile",
-                                         "resource"});
+                                         "resource", "export", "metrics"});
     if (!entries) return entries.error();
     for (const Located& entry : *entries) {
       Result<void> applied = apply_top_level(entry);
@@ -97,7 +101,12 @@ class DocumentApplier {
     if (key == "round_seconds")
       return read_unsigned(entry, kRoundSecondsRange, config_.round_seconds);
     if (key == "output") {
-      return apply_section(entry, {"directory"}, [&](const Located& field) {
+      return apply_section(entry, {"directory"}, [&](const Located& field) -> Result<void> {
+        // "" writes no local files (a fleet agent that only exports).
+        if (field.node.IsScalar() && field.node.Scalar().empty()) {
+          config_.output_directory.clear();
+          return ok();
+        }
         return read_path(field, config_.output_directory);
       });
     }
@@ -154,8 +163,89 @@ class DocumentApplier {
                              return read_service_name_rules(field);
                            });
     }
+    if (key == "export") return apply_export(entry);
+    if (key == "metrics") {
+      return apply_section(entry, {"listen"}, [&](const Located& field) -> Result<void> {
+        if (field.node.IsScalar() && field.node.Scalar().empty()) {
+          config_.metrics_listen.clear();
+          return ok();
+        }
+        return read_text(field, "HOST:PORT (127.0.0.1:9464)", config_.metrics_listen);
+      });
+    }
     // mapping_entries() let only the known keys through.
     return read_log_level(entry);
+  }
+
+  // export: queue and retry settings, export.otlp and export.pyroscope.
+  Result<void> apply_export(const Located& section) {
+    ExportConfig& out = config_.export_to;
+    return apply_section(
+        section, {"queue_rounds", "retry_max_seconds", "shutdown_wait_seconds", "otlp", "pyroscope"},
+        [&](const Located& field) -> Result<void> {
+          if (field.key == "queue_rounds") return read_unsigned(field, kQueueRoundsRange, out.queue_rounds);
+          if (field.key == "retry_max_seconds") return read_unsigned(field, kRetryMaxSecondsRange, out.retry_max_seconds);
+          if (field.key == "shutdown_wait_seconds")
+            return read_unsigned(field, kShutdownWaitRange, out.shutdown_wait_seconds);
+          if (field.key == "otlp") {
+            return apply_section(
+                field, {"endpoint", "protocol", "headers", "insecure", "certificate", "timeout_seconds"},
+                [&](const Located& otlp) -> Result<void> {
+                  if (otlp.key == "endpoint") {
+                    out.otlp.endpoint_is_full_url = false;
+                    return read_text(otlp, "an endpoint URL (http://collector:4318, or host:4317 for grpc)",
+                                     out.otlp.endpoint);
+                  }
+                  if (otlp.key == "protocol") {
+                    if (otlp.node.IsScalar() && (otlp.node.Scalar() == "grpc" || otlp.node.Scalar() == "http/protobuf")) {
+                      out.otlp.protocol = otlp.node.Scalar();
+                      return ok();
+                    }
+                    return error_at(otlp, fmt::format("expected grpc or http/protobuf, got {}", describe(otlp.node)));
+                  }
+                  if (otlp.key == "headers") return read_string_map(otlp, out.otlp.headers);
+                  if (otlp.key == "insecure") return read_bool(otlp, out.otlp.insecure);
+                  if (otlp.key == "certificate") return read_text(otlp, "a PEM file path", out.otlp.certificate);
+                  uint32_t seconds = 0;
+                  if (auto r = read_unsigned(otlp, kTimeoutSecondsRange, seconds); !r) return r;
+                  out.otlp.timeout_ms = seconds * 1000;
+                  return ok();
+                });
+          }
+          return apply_section(field, {"url", "basic_auth_user", "basic_auth_password", "tenant_id"},
+                               [&](const Located& pyroscope) -> Result<void> {
+                                 if (pyroscope.key == "url")
+                                   return read_text(pyroscope, "a URL (http://pyroscope:4040)", out.pyroscope.url);
+                                 if (pyroscope.key == "basic_auth_user")
+                                   return read_text(pyroscope, "a user name", out.pyroscope.basic_auth_user);
+                                 if (pyroscope.key == "basic_auth_password")
+                                   return read_text(pyroscope, "a password", out.pyroscope.basic_auth_password);
+                                 return read_text(pyroscope, "a tenant id", out.pyroscope.tenant_id);
+                               });
+        });
+  }
+
+  Result<void> read_bool(const Located& field, bool& out) {
+    if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, out)) {
+      return error_at(field, fmt::format("expected true or false, got {}", describe(field.node)));
+    }
+    return ok();
+  }
+
+  // NAME: VALUE pairs of strings, replacing the list.
+  Result<void> read_string_map(const Located& section, std::vector<std::pair<std::string, std::string>>& out) {
+    std::vector<std::pair<std::string, std::string>> pairs;
+    if (!section.node.IsNull()) {
+      auto entries = mapping_entries(section, {});
+      if (!entries) return entries.error();
+      for (const Located& entry : *entries) {
+        std::string value;
+        if (auto read = read_text(entry, "a header value (a string)", value); !read) return read;
+        pairs.emplace_back(entry.key, value);
+      }
+    }
+    out = std::move(pairs);
+    return ok();
   }
 
   // A non-empty string.

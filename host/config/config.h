@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,39 @@ namespace omniprof {
 // samples lightly; `record` is a short interactive session and wants detail.
 inline constexpr uint32_t kRunDefaultFrequencyHz = 19;
 inline constexpr uint32_t kRecordDefaultFrequencyHz = 99;
+
+// export.otlp: where OTLP profiles go. The OTEL_EXPORTER_OTLP_* variables
+// fill what the files leave unset (config_sources.h), as an OpenTelemetry
+// SDK's explicit configuration wins over its environment.
+struct OtlpSettings {
+  // "" = no OTLP export. http/protobuf: a base URL (http://host:4318), to
+  // which /v1development/profiles is appended unless endpoint_is_full_url
+  // (OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT is used as given); grpc: host:port,
+  // or http://host:port (plaintext) / https://host:port (TLS).
+  std::string endpoint;
+  bool endpoint_is_full_url = false;
+  std::string protocol = "http/protobuf";  // or "grpc"; the OTLP default
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool insecure = false;    // grpc without a scheme: plaintext instead of TLS
+  std::string certificate;  // PEM file of the CAs to trust ("" = the system's)
+  uint32_t timeout_ms = 10000;
+};
+
+// export.pyroscope: Pyroscope's own ingest API (for servers without OTLP).
+struct PyroscopeSettings {
+  std::string url;  // "" = none; http://host:4040
+  std::string basic_auth_user;
+  std::string basic_auth_password;
+  std::string tenant_id;  // X-Scope-OrgID, for a multi-tenant server
+};
+
+struct ExportConfig {
+  OtlpSettings otlp;
+  PyroscopeSettings pyroscope;
+  uint32_t queue_rounds = 10;          // export.queue_rounds: rounds kept while a backend is down
+  uint32_t retry_max_seconds = 300;    // export.retry_max_seconds: a round is given up after this
+  uint32_t shutdown_wait_seconds = 5;  // export.shutdown_wait_seconds: what a stop waits to send
+};
 
 struct Config {
   uint32_t frequency_hz = kRunDefaultFrequencyHz;               // sampling.frequency_hz, 1..1000
@@ -58,6 +92,10 @@ struct Config {
   // wins). OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES fill what the files
   // leave unset (config_sources.h).
   ResourceSettings resource;
+  // export: where profiles go beyond output.directory (export/exporter.h).
+  ExportConfig export_to;
+  // metrics.listen: HOST:PORT of the /metrics page (`omniprof run`), "" = off.
+  std::string metrics_listen;
 
   // True unless the config disables `runtime`: a third-party plugin's runtime
   // that the config does not mention is enabled.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <sstream>
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
@@ -74,7 +76,113 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
     if (auto r = apply_file(path, *trusted); !r) return r.error();
   }
   apply_resource_environment(loaded);
+  apply_export_environment(loaded);
   return loaded;
+}
+
+namespace {
+
+// OTEL_EXPORTER_OTLP_PROFILES_<NAME> if set, else OTEL_EXPORTER_OTLP_<NAME>,
+// and which of the two it was.
+std::pair<std::string, std::string> otlp_variable(const std::string& name) {
+  for (const std::string& variable : {"OTEL_EXPORTER_OTLP_PROFILES_" + name, "OTEL_EXPORTER_OTLP_" + name}) {
+    if (const char* value = std::getenv(variable.c_str()); value && *value) return {variable, value};
+  }
+  return {"", ""};
+}
+
+// "%41" -> "A": OTEL_EXPORTER_OTLP_HEADERS values are URL-encoded.
+std::string percent_decoded(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string trimmed(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
+}
+
+}  // namespace
+
+void apply_export_environment(LoadedConfig& loaded) {
+  OtlpSettings& otlp = loaded.config.export_to.otlp;
+  auto unset = [&](const std::string& key) { return !loaded.origins.count(key); };
+  auto note = [&](const std::string& key, const std::string& variable) {
+    loaded.origins[key] = ValueOrigin{"environment " + variable, 0};
+  };
+  if (unset("export.otlp.endpoint")) {
+    if (const char* full = std::getenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT"); full && *full) {
+      otlp.endpoint = full;
+      otlp.endpoint_is_full_url = true;
+      note("export.otlp.endpoint", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT");
+    } else if (const char* base = std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); base && *base) {
+      otlp.endpoint = base;
+      otlp.endpoint_is_full_url = false;
+      note("export.otlp.endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT");
+    }
+  }
+  if (auto [variable, value] = otlp_variable("PROTOCOL"); !variable.empty() && unset("export.otlp.protocol")) {
+    if (value == "grpc" || value == "http/protobuf") {
+      otlp.protocol = value;
+      note("export.otlp.protocol", variable);
+    } else {
+      log().warn("{}={}: omniprof sends grpc or http/protobuf; ignored, using {}", variable, value, otlp.protocol);
+    }
+  }
+  if (auto [variable, value] = otlp_variable("HEADERS"); !variable.empty() && unset("export.otlp.headers")) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::stringstream list(value);
+    std::string item;
+    bool bad = false;
+    while (std::getline(list, item, ',')) {
+      size_t equals = item.find('=');
+      if (equals == std::string::npos || trimmed(item.substr(0, equals)).empty()) {
+        bad = true;
+        break;
+      }
+      headers.emplace_back(trimmed(item.substr(0, equals)), percent_decoded(trimmed(item.substr(equals + 1))));
+    }
+    if (bad) {
+      log().warn("{}: expected key=value,key=value; \"{}\" is not; the headers are ignored", variable, item);
+    } else {
+      otlp.headers = std::move(headers);
+      note("export.otlp.headers", variable);
+    }
+  }
+  if (auto [variable, value] = otlp_variable("INSECURE"); !variable.empty() && unset("export.otlp.insecure")) {
+    std::string lower = value;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (lower == "true" || lower == "false") {
+      otlp.insecure = lower == "true";
+      note("export.otlp.insecure", variable);
+    } else {
+      log().warn("{}={}: expected true or false; ignored", variable, value);
+    }
+  }
+  if (auto [variable, value] = otlp_variable("CERTIFICATE"); !variable.empty() && unset("export.otlp.certificate")) {
+    otlp.certificate = value;
+    note("export.otlp.certificate", variable);
+  }
+  if (auto [variable, value] = otlp_variable("TIMEOUT"); !variable.empty() && unset("export.otlp.timeout_seconds")) {
+    char* end = nullptr;
+    long ms = std::strtol(value.c_str(), &end, 10);
+    if (*end == '\0' && ms >= 1 && ms <= 600000) {
+      otlp.timeout_ms = static_cast<uint32_t>(ms);
+      note("export.otlp.timeout_seconds", variable);
+    } else {
+      log().warn("{}={}: expected milliseconds, 1 to 600000; ignored", variable, value);
+    }
+  }
 }
 
 void apply_resource_environment(LoadedConfig& loaded) {
@@ -143,6 +251,28 @@ std::string describe_config(const LoadedConfig& loaded) {
                                 rule.pattern, rule.service_name));
   }
   settings.emplace_back("resource.service_names", fmt::format("[{}]", fmt::join(rules, ", ")));
+  const ExportConfig& e = c.export_to;
+  settings.emplace_back("metrics.listen", fmt::format("\"{}\"", c.metrics_listen));
+  settings.emplace_back("export.queue_rounds", std::to_string(e.queue_rounds));
+  settings.emplace_back("export.retry_max_seconds", std::to_string(e.retry_max_seconds));
+  settings.emplace_back("export.shutdown_wait_seconds", std::to_string(e.shutdown_wait_seconds));
+  settings.emplace_back("export.otlp.endpoint", fmt::format("\"{}\"{}", e.otlp.endpoint,
+                                                            e.otlp.endpoint_is_full_url ? " (used as given)" : ""));
+  settings.emplace_back("export.otlp.protocol", e.otlp.protocol);
+  std::vector<std::string> headers;
+  // Header values are often credentials: their names only.
+  for (const auto& [key, value] : e.otlp.headers) headers.push_back(fmt::format("{}: <{} bytes>", key, value.size()));
+  settings.emplace_back("export.otlp.headers", fmt::format("{{{}}}", fmt::join(headers, ", ")));
+  settings.emplace_back("export.otlp.insecure", e.otlp.insecure ? "true" : "false");
+  settings.emplace_back("export.otlp.certificate", fmt::format("\"{}\"", e.otlp.certificate));
+  settings.emplace_back("export.otlp.timeout_seconds", e.otlp.timeout_ms % 1000 == 0
+                                                            ? std::to_string(e.otlp.timeout_ms / 1000)
+                                                            : fmt::format("{:.3f}", e.otlp.timeout_ms / 1000.0));
+  settings.emplace_back("export.pyroscope.url", fmt::format("\"{}\"", e.pyroscope.url));
+  settings.emplace_back("export.pyroscope.basic_auth_user", fmt::format("\"{}\"", e.pyroscope.basic_auth_user));
+  settings.emplace_back("export.pyroscope.basic_auth_password",
+                        e.pyroscope.basic_auth_password.empty() ? "\"\"" : "<set>");
+  settings.emplace_back("export.pyroscope.tenant_id", fmt::format("\"{}\"", e.pyroscope.tenant_id));
 
   size_t width = 0;
   for (const auto& [key, value] : settings) width = std::max(width, key.size() + 2 + value.size());

@@ -59,6 +59,13 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
 // variable is logged and ignored. load_config_sources calls it last.
 void apply_resource_environment(LoadedConfig& loaded);
 
+// The OTLP exporter's standard variables (OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT, _PROTOCOL, _HEADERS, _INSECURE,
+// _CERTIFICATE, _TIMEOUT, each also as OTEL_EXPORTER_OTLP_PROFILES_<NAME>,
+// which wins), applied where the files said nothing, as for the resource. A
+// malformed value is logged and ignored. load_config_sources calls it last.
+void apply_export_environment(LoadedConfig& loaded);
+
 // The merged configuration as `omniprof config` prints it: every setting,
 // one per line, `key: value  # FILE:LINE` or `# default`, then the files read
 // and those refused.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <climits>
@@ -12,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/gzip.h"
 #include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
@@ -39,71 +39,6 @@ Result<std::string> read_whole_file(const std::string& path) {
     if (data.size() > kMaxProfileBytes) return make_error("file larger than 2 GiB");
   }
   return data;
-}
-
-bool has_gzip_magic(const std::string& data) {
-  return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
-         static_cast<unsigned char>(data[1]) == 0x8b;
-}
-
-// Owns a zlib inflate stream so every return path releases it.
-class GzipInflater {
- public:
-  // windowBits 15 + 16: accept the gzip wrapper only.
-  GzipInflater() { initialized_ = inflateInit2(&stream_, 15 + 16) == Z_OK; }
-  ~GzipInflater() {
-    if (initialized_) inflateEnd(&stream_);
-  }
-  GzipInflater(const GzipInflater&) = delete;
-  GzipInflater& operator=(const GzipInflater&) = delete;
-
-  bool initialized() const { return initialized_; }
-  z_stream& stream() { return stream_; }
-
- private:
-  z_stream stream_{};
-  bool initialized_ = false;
-};
-
-Result<std::string> gzip_decompress(const std::string& compressed) {
-  GzipInflater inflater;
-  if (!inflater.initialized()) return make_error("inflateInit2 failed");
-  z_stream& stream = inflater.stream();
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());  // <= kMaxProfileBytes
-
-  std::string out;
-  std::vector<unsigned char> chunk(1 << 18);
-  for (;;) {
-    stream.next_out = chunk.data();
-    stream.avail_out = static_cast<uInt>(chunk.size());
-    const int rc = inflate(&stream, Z_NO_FLUSH);
-    out.append(reinterpret_cast<const char*>(chunk.data()), chunk.size() - stream.avail_out);
-    if (out.size() > kMaxProfileBytes) {
-      return make_error("bad gzip data: decompresses to more than 2 GiB");
-    }
-    switch (rc) {
-      case Z_OK:
-        continue;
-      case Z_STREAM_END:
-        if (stream.avail_in == 0) return out;
-        // gzip allows several members back to back (`cat a.gz b.gz`); Go's
-        // reader accepts them, so this one does too.
-        inflateReset(&stream);
-        continue;
-      case Z_BUF_ERROR:
-        // No progress possible: with output space available, only because
-        // the input ended before the gzip trailer.
-        if (stream.avail_in == 0) {
-          return make_error("bad gzip data: truncated (unexpected end of file)");
-        }
-        break;
-      default:
-        break;
-    }
-    return make_error(std::string("bad gzip data: ") +
-                      (stream.msg != nullptr ? stream.msg : "inflate error " + std::to_string(rc)));
-  }
 }
 
 // The consistency checks go tool pprof applies when it decodes a profile

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cassert>
@@ -15,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/gzip.h"
 #include "omniprof/support/unique_fd.h"
 #include "profile/frame_type.h"
 
@@ -24,31 +24,6 @@ namespace {
 namespace pb = perftools::profiles;
 
 std::string errno_message(int err) { return std::system_category().message(err); }
-
-// gzip (not raw deflate or zlib framing): what `go tool pprof` and every other
-// pprof reader expect of a .pb.gz file.
-Result<std::string> gzip_compress(const std::string& data) {
-  z_stream stream{};
-  // windowBits 15 + 16 selects the gzip wrapper; memLevel 8 is zlib's default.
-  const int init =
-      deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  if (init != Z_OK) return make_error("deflateInit2 failed (" + std::to_string(init) + ")");
-  std::string out;
-  out.resize(deflateBound(&stream, data.size()));
-  // avail_in/avail_out are 32-bit; the callers keep data below 2 GiB (the
-  // protobuf limit), and deflateBound of that fits as well.
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  stream.avail_in = static_cast<uInt>(data.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  // deflateBound guarantees a single Z_FINISH call completes the stream.
-  const int rc = deflate(&stream, Z_FINISH);
-  const size_t written = stream.total_out;
-  deflateEnd(&stream);
-  if (rc != Z_STREAM_END) return make_error("deflate failed (" + std::to_string(rc) + ")");
-  out.resize(written);
-  return out;
-}
 
 }  // namespace
 
@@ -201,6 +176,14 @@ void ProfileBuilder::add_sample(const std::vector<uint64_t>& location_ids, int64
   SampleKey key{location_ids, labels.pid, labels.tid, intern(labels.comm), intern(labels.thread_name),
                 intern(labels.extra_key), intern(labels.extra_value), intern_resource(labels)};
   samples_[std::move(key)] += count;
+}
+
+std::set<std::string> ProfileBuilder::resource_keys() const {
+  std::set<std::string> keys;
+  for (const LabelSet& set : resource_sets_) {
+    for (const auto& [key, value] : set) keys.insert(strings_[static_cast<size_t>(key)]);
+  }
+  return keys;
 }
 
 size_t ProfileBuilder::intern_resource(const SampleLabels& labels) {

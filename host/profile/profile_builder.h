@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,6 +125,10 @@ class ProfileBuilder {
   std::vector<FunctionCost> top_functions(size_t n) const;
   // Sum of all sample counts.
   int64_t total_samples() const;
+  // The label keys that say who a process is (SampleLabels::resource) in
+  // this profile: an exporter whose format separates a process's resource
+  // from its samples' attributes (OTLP) reads them apart by these.
+  std::set<std::string> resource_keys() const;
 
   int64_t period_ns() const { return period_ns_; }
   size_t num_samples() const { return samples_.size(); }  // after merging

@@ -159,7 +159,7 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
 TEST(ConfigTest, UnknownTopLevelKey) {
   EXPECT_EQ(parse_error("round_seconds: 5\nsampling_hz: 99\n"),
             "omniprof.yaml:2: sampling_hz: unknown key (known: sampling, round_seconds, output, "
-            "plugins, runtimes, pids, maps, startup, log_level, profile, resource)");
+            "plugins, runtimes, pids, maps, startup, log_level, profile, resource, export, metrics)");
 }
 
 TEST(ConfigTest, UnknownNestedKey) {
@@ -297,13 +297,47 @@ TEST(ConfigTest, InterpreterInternalsFoldByDefaultOrAreKept) {
             "omniprof.yaml:2: profile.native_frames: unknown key (known: interpreter_internals)");
 }
 
+// output.directory "" writes no local files (an agent that only exports).
+TEST(ConfigTest, EmptyOutputDirectoryWritesNone) {
+  auto config = parse_config("output:\n  directory: \"\"\n", "omniprof.yaml", kRunDefaultFrequencyHz);
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->output_directory, "");
+}
+
+TEST(ConfigTest, ExportAndMetrics) {
+  auto config = parse_config(
+      "export:\n  queue_rounds: 3\n  retry_max_seconds: 60\n  shutdown_wait_seconds: 2\n"
+      "  otlp:\n    endpoint: collector:4317\n    protocol: grpc\n    insecure: true\n"
+      "    headers:\n      Authorization: Bearer abc\n      X-Scope-OrgID: team\n    timeout_seconds: 3\n"
+      "  pyroscope:\n    url: http://pyroscope:4040\n    tenant_id: team\n"
+      "metrics:\n  listen: 127.0.0.1:9464\n",
+      "omniprof.yaml", kRunDefaultFrequencyHz);
+  ASSERT_TRUE(config) << config.error().message;
+  const ExportConfig& e = config->export_to;
+  EXPECT_EQ(e.queue_rounds, 3u);
+  EXPECT_EQ(e.retry_max_seconds, 60u);
+  EXPECT_EQ(e.shutdown_wait_seconds, 2u);
+  EXPECT_EQ(e.otlp.endpoint, "collector:4317");
+  EXPECT_EQ(e.otlp.protocol, "grpc");
+  EXPECT_TRUE(e.otlp.insecure);
+  EXPECT_EQ(e.otlp.timeout_ms, 3000u);
+  EXPECT_EQ(e.otlp.headers, (std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer abc"},
+                                                                               {"X-Scope-OrgID", "team"}}));
+  EXPECT_EQ(e.pyroscope.url, "http://pyroscope:4040");
+  EXPECT_EQ(e.pyroscope.tenant_id, "team");
+  EXPECT_EQ(config->metrics_listen, "127.0.0.1:9464");
+  EXPECT_EQ(parse_error("export:\n  otlp:\n    protocol: http/json\n"),
+            "omniprof.yaml:3: export.otlp.protocol: expected grpc or http/protobuf, got \"http/json\"");
+  EXPECT_EQ(parse_error("export:\n  queue_rounds: 0\n"), "omniprof.yaml:2: export.queue_rounds: 0 is out of range 1..1000");
+  EXPECT_EQ(parse_error("export:\n  otlp:\n    insecure: maybe\n"),
+            "omniprof.yaml:3: export.otlp.insecure: expected true or false, got \"maybe\"");
+}
+
 TEST(ConfigTest, WrongTypes) {
   EXPECT_EQ(parse_error("sampling: 99\n"),
             "omniprof.yaml:1: sampling: expected a mapping, got \"99\"");
   EXPECT_EQ(parse_error("output:\n  directory: [a, b]\n"),
             "omniprof.yaml:2: output.directory: expected a directory path, got a list");
-  EXPECT_EQ(parse_error("output:\n  directory: \"\"\n"),
-            "omniprof.yaml:2: output.directory: expected a directory path, got \"\"");
   EXPECT_EQ(parse_error("plugins:\n  directories: /opt/plugins\n"),
             "omniprof.yaml:2: plugins.directories: expected a list of directory paths, got "
             "\"/opt/plugins\"");

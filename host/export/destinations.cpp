@@ -1,0 +1,469 @@
+#include "export/destinations.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+#include "common/gzip.h"
+#include "export/otlp_profile.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
+
+namespace omniprof {
+namespace {
+
+namespace pb = perftools::profiles;
+using std::chrono::milliseconds;
+
+constexpr std::string_view kOtlpHttpPath = "/v1development/profiles";
+
+Result<std::string> read_pem(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(fmt::format("cannot read the certificate file {}", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The round as one gzip'd OTLP request.
+Result<std::vector<ExportPayload>> encode_otlp(const ProfileBuilder& round) {
+  if (round.total_samples() == 0) return std::vector<ExportPayload>{};
+  auto request = otlp_request(round.build(), round.resource_keys(), OtlpScope{"omniprof", OMNIPROF_VERSION});
+  std::string serialized;
+  if (!request.SerializeToString(&serialized)) return make_error("the OTLP request exceeds protobuf's 2 GiB limit");
+  auto gzipped = gzip_compress(serialized);
+  if (!gzipped) return gzipped.error();
+  return std::vector<ExportPayload>{ExportPayload{std::move(*gzipped), ""}};
+}
+
+milliseconds retry_after_header(const httplib::Response& response) {
+  if (!response.has_header("Retry-After")) return milliseconds(0);
+  const std::string value = response.get_header_value("Retry-After");
+  char* end = nullptr;
+  long seconds = std::strtol(value.c_str(), &end, 10);
+  // An HTTP date instead of seconds is left to the backoff.
+  if (end == value.c_str() || *end != '\0' || seconds < 0) return milliseconds(0);
+  return milliseconds(std::min<long>(seconds, 3600) * 1000);
+}
+
+// What an HTTP exchange came to, by the OTLP specification's rules.
+SendOutcome http_outcome(const httplib::Result& result, const std::string& what) {
+  SendOutcome outcome;
+  if (!result) {
+    outcome.status = SendOutcome::Status::kRetryable;
+    outcome.error = fmt::format("{}: {}", what, httplib::to_string(result.error()));
+    return outcome;
+  }
+  const int status = result->status;
+  if (status >= 200 && status < 300) return outcome;
+  std::string body = result->body.substr(0, 200);
+  std::replace(body.begin(), body.end(), '\n', ' ');
+  outcome.error = fmt::format("{}: HTTP {}{}{}", what, status, body.empty() ? "" : ": ", body);
+  if (status == 429 || status == 502 || status == 503 || status == 504) {
+    outcome.status = SendOutcome::Status::kRetryable;
+    outcome.retry_after = retry_after_header(*result);
+  } else {
+    outcome.status = SendOutcome::Status::kRejected;
+  }
+  return outcome;
+}
+
+// An httplib client for scheme://host:port, with the timeouts and trust the
+// settings give.
+std::unique_ptr<httplib::Client> http_client(const EndpointUrl& url, const std::string& certificate) {
+  std::string origin = fmt::format("{}://{}", url.scheme, url.host);
+  if (url.port != 0) origin += fmt::format(":{}", url.port);
+  auto client = std::make_unique<httplib::Client>(origin);
+  if (url.scheme == "https") {
+    if (!certificate.empty()) client->set_ca_cert_path(certificate.c_str());
+    client->enable_server_certificate_verification(true);
+  }
+  client->set_keep_alive(true);
+  return client;
+}
+
+void set_timeouts(httplib::Client& client, milliseconds timeout) {
+  const time_t seconds = static_cast<time_t>(timeout.count() / 1000);
+  const time_t micros = static_cast<time_t>((timeout.count() % 1000) * 1000);
+  client.set_connection_timeout(seconds, micros);
+  client.set_read_timeout(seconds, micros);
+  client.set_write_timeout(seconds, micros);
+}
+
+class OtlpHttpDestination : public ExportDestination {
+ public:
+  OtlpHttpDestination(EndpointUrl url, const OtlpSettings& settings)
+      : url_(std::move(url)), client_(http_client(url_, settings.certificate)) {
+    for (const auto& [key, value] : settings.headers) headers_.emplace(key, value);
+    headers_.emplace("Content-Encoding", "gzip");
+    headers_.emplace("User-Agent", "omniprof/" OMNIPROF_VERSION);
+  }
+
+  std::string name() const override {
+    return fmt::format("OTLP http/protobuf {}://{}{}{}", url_.scheme, url_.host,
+                       url_.port ? fmt::format(":{}", url_.port) : "", url_.path);
+  }
+
+  Result<std::vector<ExportPayload>> encode(const ProfileBuilder& round) override { return encode_otlp(round); }
+
+  SendOutcome send(const ExportPayload& payload, milliseconds timeout) override {
+    set_timeouts(*client_, timeout);
+    auto result = client_->Post(url_.path.c_str(), headers_, payload.body, "application/x-protobuf");
+    SendOutcome outcome = http_outcome(result, "POST " + url_.path);
+    if (outcome.status == SendOutcome::Status::kSent) {
+      otlp_collector::ExportProfilesServiceResponse response;
+      std::string body = result->body;
+      if (has_gzip_magic(body)) {
+        if (auto inflated = gzip_decompress(body)) body = std::move(*inflated);
+      }
+      if (!body.empty() && response.ParseFromString(body) && response.has_partial_success()) {
+        outcome.rejected_items = response.partial_success().rejected_profiles();
+        outcome.error = response.partial_success().error_message();
+      }
+    }
+    return outcome;
+  }
+
+ private:
+  EndpointUrl url_;
+  std::unique_ptr<httplib::Client> client_;
+  httplib::Headers headers_;
+};
+
+class OtlpGrpcDestination : public ExportDestination {
+ public:
+  OtlpGrpcDestination(std::string target, std::shared_ptr<grpc::ChannelCredentials> credentials, bool tls,
+                      const OtlpSettings& settings)
+      : target_(std::move(target)), tls_(tls), headers_(settings.headers) {
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxSendMessageSize(64 << 20);
+    arguments.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "omniprof/" OMNIPROF_VERSION);
+    channel_ = grpc::CreateCustomChannel(target_, credentials, arguments);
+    stub_ = otlp_collector::ProfilesService::NewStub(channel_);
+    // gRPC metadata keys are lowercase.
+    for (auto& [key, value] : headers_) {
+      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+    }
+  }
+
+  std::string name() const override { return fmt::format("OTLP grpc {}{}", target_, tls_ ? " (TLS)" : ""); }
+
+  Result<std::vector<ExportPayload>> encode(const ProfileBuilder& round) override { return encode_otlp(round); }
+
+  SendOutcome send(const ExportPayload& payload, milliseconds timeout) override {
+    SendOutcome outcome;
+    // Queued gzip'd (a fifth of the memory); gRPC compresses the message
+    // again on the wire.
+    otlp_collector::ExportProfilesServiceRequest request;
+    auto serialized = gzip_decompress(payload.body);
+    if (!serialized || !request.ParseFromString(*serialized)) {
+      outcome.status = SendOutcome::Status::kRejected;
+      outcome.error = "a queued request could not be read back";
+      return outcome;
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
+    for (const auto& [key, value] : headers_) context.AddMetadata(key, value);
+    otlp_collector::ExportProfilesServiceResponse response;
+    grpc::Status status = stub_->Export(&context, request, &response);
+    if (status.ok()) {
+      if (response.has_partial_success()) {
+        outcome.rejected_items = response.partial_success().rejected_profiles();
+        outcome.error = response.partial_success().error_message();
+      }
+      return outcome;
+    }
+    outcome.error = fmt::format("Export: {} ({})", status.error_message(), static_cast<int>(status.error_code()));
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::ABORTED:
+      case grpc::StatusCode::OUT_OF_RANGE:
+      case grpc::StatusCode::DATA_LOSS:
+      case grpc::StatusCode::CANCELLED:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        outcome.status = SendOutcome::Status::kRetryable;
+        break;
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        // Retryable only when the server says when (RetryInfo in the details).
+        outcome.status = status.error_details().empty() ? SendOutcome::Status::kRejected
+                                                        : SendOutcome::Status::kRetryable;
+        break;
+      default:
+        outcome.status = SendOutcome::Status::kRejected;
+    }
+    return outcome;
+  }
+
+ private:
+  std::string target_;
+  bool tls_;
+  std::vector<std::pair<std::string, std::string>> headers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<otlp_collector::ProfilesService::Stub> stub_;
+};
+
+// A copy of `profile` holding only the samples `keep` picks, and the
+// locations, functions and mappings they reach (the string table is kept
+// whole: its indexes are the other tables' references).
+pb::Profile sub_profile(const pb::Profile& profile, const std::vector<int>& samples) {
+  pb::Profile out = profile;
+  out.clear_sample();
+  out.clear_location();
+  out.clear_function();
+  out.clear_mapping();
+  std::unordered_set<uint64_t> locations, functions, mappings;
+  for (int i : samples) {
+    *out.add_sample() = profile.sample(i);
+    for (uint64_t id : profile.sample(i).location_id()) locations.insert(id);
+  }
+  for (const pb::Location& location : profile.location()) {
+    if (!locations.count(location.id())) continue;
+    *out.add_location() = location;
+    if (location.mapping_id()) mappings.insert(location.mapping_id());
+    for (const pb::Line& line : location.line()) functions.insert(line.function_id());
+  }
+  for (const pb::Function& function : profile.function()) {
+    if (functions.count(function.id())) *out.add_function() = function;
+  }
+  for (const pb::Mapping& mapping : profile.mapping()) {
+    if (mappings.count(mapping.id())) *out.add_mapping() = mapping;
+  }
+  return out;
+}
+
+std::string form_escape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+class PyroscopeDestination : public ExportDestination {
+ public:
+  PyroscopeDestination(EndpointUrl url, const PyroscopeSettings& settings,
+                       std::vector<std::pair<std::string, std::string>> labels)
+      : url_(std::move(url)), client_(http_client(url_, "")), labels_(std::move(labels)) {
+    if (!settings.basic_auth_user.empty()) {
+      client_->set_basic_auth(settings.basic_auth_user.c_str(), settings.basic_auth_password.c_str());
+    }
+    if (!settings.tenant_id.empty()) headers_.emplace("X-Scope-OrgID", settings.tenant_id);
+    headers_.emplace("User-Agent", "omniprof/" OMNIPROF_VERSION);
+    while (!url_.path.empty() && url_.path.back() == '/') url_.path.pop_back();
+  }
+
+  std::string name() const override {
+    return fmt::format("Pyroscope {}://{}{}{}", url_.scheme, url_.host, url_.port ? fmt::format(":{}", url_.port) : "",
+                       url_.path);
+  }
+
+  // One upload per service.name: Pyroscope keys profiles by application.
+  Result<std::vector<ExportPayload>> encode(const ProfileBuilder& round) override {
+    std::vector<ExportPayload> payloads;
+    if (round.total_samples() == 0) return payloads;
+    const pb::Profile profile = round.build();
+    std::map<std::string, std::vector<int>> by_service;
+    for (int i = 0; i < profile.sample_size(); ++i) {
+      std::string service;
+      for (const pb::Label& label : profile.sample(i).label()) {
+        if (profile.string_table(static_cast<int>(label.key())) == "service.name") {
+          service = profile.string_table(static_cast<int>(label.str()));
+        }
+      }
+      by_service[service.empty() ? "omniprof" : service].push_back(i);
+    }
+    const int64_t from = profile.time_nanos() / 1000000000;
+    const int64_t until = (profile.time_nanos() + profile.duration_nanos()) / 1000000000;
+    const int64_t hz = profile.period() > 0 ? 1000000000 / profile.period() : 0;
+    for (const auto& [service, samples] : by_service) {
+      std::string serialized;
+      if (!sub_profile(profile, samples).SerializeToString(&serialized)) {
+        return make_error("a profile exceeds protobuf's 2 GiB limit");
+      }
+      auto gzipped = gzip_compress(serialized);
+      if (!gzipped) return gzipped.error();
+      std::string query = fmt::format("name={}&format=pprof&from={}&until={}&sampleRate={}&spyName=omniprof",
+                                      form_escape(pyroscope_application_name(service, labels_)), from,
+                                      std::max(until, from + 1), hz);
+      payloads.push_back(ExportPayload{std::move(*gzipped), std::move(query)});
+    }
+    return payloads;
+  }
+
+  SendOutcome send(const ExportPayload& payload, milliseconds timeout) override {
+    set_timeouts(*client_, timeout);
+    // As Pyroscope's own clients upload pprof: a multipart form whose
+    // `profile` part is the (gzip'd) profile.
+    httplib::MultipartFormDataItems form{{"profile", payload.body, "profile.pprof", "application/octet-stream"}};
+    const std::string path = url_.path + "/ingest?" + payload.query;
+    auto result = client_->Post(path.c_str(), headers_, form);
+    return http_outcome(result, "POST " + url_.path + "/ingest");
+  }
+
+ private:
+  EndpointUrl url_;
+  std::unique_ptr<httplib::Client> client_;
+  std::vector<std::pair<std::string, std::string>> labels_;
+  httplib::Headers headers_;
+};
+
+}  // namespace
+
+Result<EndpointUrl> parse_endpoint(const std::string& endpoint) {
+  EndpointUrl url;
+  std::string rest = endpoint;
+  if (auto scheme_end = rest.find("://"); scheme_end != std::string::npos) {
+    url.scheme = rest.substr(0, scheme_end);
+    std::transform(url.scheme.begin(), url.scheme.end(), url.scheme.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (url.scheme != "http" && url.scheme != "https") {
+      return make_error(fmt::format("endpoint {}: the scheme must be http or https, not {}", endpoint, url.scheme));
+    }
+    rest = rest.substr(scheme_end + 3);
+  }
+  size_t path_start = rest.find('/');
+  std::string authority = rest.substr(0, path_start);
+  url.path = path_start == std::string::npos ? "" : rest.substr(path_start);
+  size_t port_colon = std::string::npos;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string::npos) return make_error(fmt::format("endpoint {}: an IPv6 address without its ]", endpoint));
+    url.host = authority.substr(0, close + 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return make_error(fmt::format("endpoint {}: expected :PORT after ]", endpoint));
+      port_colon = close + 1;
+    }
+  } else {
+    port_colon = authority.rfind(':');
+    url.host = authority.substr(0, port_colon);
+  }
+  if (url.host.empty()) return make_error(fmt::format("endpoint {}: no host", endpoint));
+  if (port_colon != std::string::npos) {
+    const std::string port = authority.substr(port_colon + 1);
+    char* end = nullptr;
+    long value = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || value < 1 || value > 65535) {
+      return make_error(fmt::format("endpoint {}: the port must be 1 to 65535, not \"{}\"", endpoint, port));
+    }
+    url.port = static_cast<int>(value);
+  }
+  return url;
+}
+
+std::string pyroscope_application_name(const std::string& service,
+                                       const std::vector<std::pair<std::string, std::string>>& labels) {
+  auto clean_value = [](std::string text) {
+    text.erase(std::remove_if(text.begin(), text.end(), [](char c) { return c == ',' || c == '}' || c == '=' || c == '{'; }),
+               text.end());
+    return text;
+  };
+  std::string name = clean_value(service);
+  std::string inside;
+  for (const auto& [key, value] : labels) {
+    std::string label = key;
+    for (char& c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    if (!inside.empty()) inside += ',';
+    inside += label + "=" + clean_value(value);
+  }
+  return name + "{" + inside + "}";
+}
+
+Result<std::unique_ptr<ExportDestination>> make_otlp_destination(const OtlpSettings& settings) {
+  auto url = parse_endpoint(settings.endpoint);
+  if (!url) return url.error();
+  if (settings.protocol == "http/protobuf") {
+    if (url->scheme.empty()) {
+      return make_error(fmt::format("export.otlp.endpoint {}: http/protobuf needs an http:// or https:// URL",
+                                    settings.endpoint));
+    }
+    if (!settings.endpoint_is_full_url) {
+      while (!url->path.empty() && url->path.back() == '/') url->path.pop_back();
+      url->path += kOtlpHttpPath;
+    } else if (url->path.empty()) {
+      url->path = "/";
+    }
+    if (!settings.certificate.empty()) {
+      if (auto pem = read_pem(settings.certificate); !pem) return pem.error();
+    }
+    return std::unique_ptr<ExportDestination>(std::make_unique<OtlpHttpDestination>(std::move(*url), settings));
+  }
+  if (settings.protocol != "grpc") {
+    return make_error(fmt::format("export.otlp.protocol: expected grpc or http/protobuf, got {}", settings.protocol));
+  }
+  if (!url->path.empty() && url->path != "/") {
+    return make_error(fmt::format("export.otlp.endpoint {}: a gRPC endpoint is host:port, without a path",
+                                  settings.endpoint));
+  }
+  const bool tls = url->scheme == "https" || (url->scheme.empty() && !settings.insecure);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (tls) {
+    grpc::SslCredentialsOptions options;
+    if (!settings.certificate.empty()) {
+      auto pem = read_pem(settings.certificate);
+      if (!pem) return pem.error();
+      options.pem_root_certs = *pem;
+    }
+    credentials = grpc::SslCredentials(options);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  std::string target = url->host + ":" + std::to_string(url->port ? url->port : 4317);
+  return std::unique_ptr<ExportDestination>(
+      std::make_unique<OtlpGrpcDestination>(std::move(target), std::move(credentials), tls, settings));
+}
+
+Result<std::vector<ConfiguredExporter>> make_exporters(const Config& config) {
+  std::vector<ConfiguredExporter> exporters;
+  const ExportConfig& e = config.export_to;
+  ExporterSettings settings;
+  settings.queue_rounds = e.queue_rounds;
+  settings.retry_max = std::chrono::seconds(e.retry_max_seconds);
+  settings.timeout = milliseconds(e.otlp.timeout_ms);
+  if (!e.otlp.endpoint.empty()) {
+    auto destination = make_otlp_destination(e.otlp);
+    if (!destination) return destination.error();
+    exporters.push_back({"export.otlp", std::make_unique<Exporter>(std::move(*destination), settings)});
+  }
+  if (!e.pyroscope.url.empty()) {
+    // Labels every upload carries: the machine, and the configured resource
+    // attributes (per-process ones would split a service into many series).
+    std::vector<std::pair<std::string, std::string>> labels;
+    utsname names{};
+    if (uname(&names) == 0) labels.emplace_back("host_name", names.nodename);
+    for (const auto& [key, value] : config.resource.attributes) {
+      if (key != "service.name") labels.emplace_back(key, value);
+    }
+    auto destination = make_pyroscope_destination(e.pyroscope, std::move(labels));
+    if (!destination) return destination.error();
+    exporters.push_back({"export.pyroscope", std::make_unique<Exporter>(std::move(*destination), settings)});
+  }
+  return exporters;
+}
+
+Result<std::unique_ptr<ExportDestination>> make_pyroscope_destination(
+    const PyroscopeSettings& settings, std::vector<std::pair<std::string, std::string>> labels) {
+  auto url = parse_endpoint(settings.url);
+  if (!url) return url.error();
+  if (url->scheme.empty()) {
+    return make_error(fmt::format("export.pyroscope.url {}: expected an http:// or https:// URL", settings.url));
+  }
+  return std::unique_ptr<ExportDestination>(
+      std::make_unique<PyroscopeDestination>(std::move(*url), settings, std::move(labels)));
+}
+
+}  // namespace omniprof
