@@ -17,6 +17,9 @@ uptime_seconds() { cut -d' ' -f1 /proc/uptime; }
 booted=$(uptime_seconds)
 uname -r >"$results/uname"
 echo "kernel-matrix: guest kernel $(uname -r) ($(nproc) CPUs)"
+# The export tests' backends listen on 127.0.0.1: the guest's loopback
+# starts down.
+ip link set lo up 2>/dev/null || busybox ip link set lo up || echo "kernel-matrix: cannot bring up lo"
 cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_DIR"; echo 1 >"$results/status"; exit 1; }
 # What depends on the kernel: every entry but the host_only ones (what
 # does not depend on it and is slow under TCG: Packaging.install_remove_purge

@@ -23,6 +23,7 @@
 #include "omniprof/support/unique_fd.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 #include "otlp_compare.h"
+#include "otlp_receiver.h"
 
 namespace omniprof {
 namespace {
@@ -215,102 +216,6 @@ TEST(OtlpRequest, SaysWhatThePprofSays) {
   }
 }
 
-// A receiver speaking both transports on 127.0.0.1, answering as told.
-class Receiver {
- public:
-  struct Answer {
-    int http_status = 200;
-    grpc::StatusCode grpc_code = grpc::StatusCode::OK;
-    std::string retry_after;  // HTTP Retry-After
-    int64_t rejected = 0;     // partial success
-  };
-  // Decides each answer from how long the receiver has run.
-  std::function<Answer(std::chrono::milliseconds)> answer = [](auto) { return Answer{}; };
-
-  // gzip_disabled: the gRPC server refuses gzip'd messages (UNIMPLEMENTED),
-  // which shows whether a client compresses: gRPC's server API hides the
-  // encoding of what it inflated.
-  explicit Receiver(bool gzip_disabled = false) {
-    http_.Post("/v1development/profiles", [this](const httplib::Request& request, httplib::Response& response) {
-      Answer a = note(request.has_header("Content-Encoding") ? request.get_header_value("Content-Encoding") : "",
-                      request.body);
-      response.status = a.http_status;
-      if (!a.retry_after.empty()) response.set_header("Retry-After", a.retry_after);
-      otlp_collector::ExportProfilesServiceResponse reply;
-      if (a.rejected) reply.mutable_partial_success()->set_rejected_profiles(a.rejected);
-      response.set_content(reply.SerializeAsString(), "application/x-protobuf");
-    });
-    http_port_ = http_.bind_to_any_port("127.0.0.1");
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &grpc_port_);
-    builder.RegisterService(&service_);
-    if (gzip_disabled) builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
-    service_.owner = this;
-    grpc_ = builder.BuildAndStart();
-  }
-  ~Receiver() {
-    http_.stop();
-    http_thread_.join();
-    grpc_->Shutdown(std::chrono::system_clock::now() + 1s);
-  }
-
-  std::string http_endpoint() const { return fmt::format("http://127.0.0.1:{}", http_port_); }
-  std::string grpc_endpoint() const { return fmt::format("http://127.0.0.1:{}", grpc_port_); }
-
-  struct Arrival {
-    std::chrono::milliseconds at;
-    std::string encoding;
-    otlp_collector::ExportProfilesServiceRequest request;
-    bool answered_ok;
-  };
-  std::vector<Arrival> arrivals() {
-    std::lock_guard lock(mutex_);
-    return arrivals_;
-  }
-
- private:
-  struct Service : otlp_collector::ProfilesService::Service {
-    Receiver* owner = nullptr;
-    grpc::Status Export(grpc::ServerContext* context, const otlp_collector::ExportProfilesServiceRequest* request,
-                        otlp_collector::ExportProfilesServiceResponse* response) override {
-      std::string encoding;
-      auto it = context->client_metadata().find("grpc-encoding");
-      if (it != context->client_metadata().end()) encoding.assign(it->second.data(), it->second.size());
-      Answer a = owner->note_request(encoding, *request);
-      if (a.grpc_code != grpc::StatusCode::OK) return grpc::Status(a.grpc_code, "told to fail");
-      if (a.rejected) response->mutable_partial_success()->set_rejected_profiles(a.rejected);
-      return grpc::Status::OK;
-    }
-  };
-
-  Answer note(const std::string& encoding, const std::string& body) {
-    otlp_collector::ExportProfilesServiceRequest request;
-    // httplib inflates a gzip'd body itself (Debian builds it with zlib)
-    // and fails the request if it is not gzip.
-    auto inflated = has_gzip_magic(body) ? gzip_decompress(body) : Result<std::string>(body);
-    if (inflated) request.ParseFromString(*inflated);
-    return note_request(encoding, request);
-  }
-  Answer note_request(const std::string& encoding, const otlp_collector::ExportProfilesServiceRequest& request) {
-    auto at = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_);
-    Answer a = answer(at);
-    std::lock_guard lock(mutex_);
-    arrivals_.push_back({at, encoding, request, a.http_status == 200 && a.grpc_code == grpc::StatusCode::OK});
-    return a;
-  }
-
-  const Clock::time_point started_ = Clock::now();
-  httplib::Server http_;
-  int http_port_ = 0;
-  std::thread http_thread_;
-  Service service_;
-  int grpc_port_ = 0;
-  std::unique_ptr<grpc::Server> grpc_;
-  std::mutex mutex_;
-  std::vector<Arrival> arrivals_;
-};
-
 ProfileBuilder round_numbered(int n) {
   ProfileBuilder builder(10000000, 1700000000000000000 + n);
   uint64_t m = builder.add_mapping({0x400000, 0x500000, 0, "/usr/bin/app", "", true});
@@ -332,7 +237,7 @@ std::unique_ptr<Exporter> exporter_to(const std::string& endpoint, const std::st
 class OtlpDelivery : public ::testing::TestWithParam<std::string> {
  protected:
   std::string endpoint() const { return GetParam() == "grpc" ? receiver_.grpc_endpoint() : receiver_.http_endpoint(); }
-  Receiver receiver_;
+  testing_support::Receiver receiver_;
 };
 
 TEST_P(OtlpDelivery, EachRoundArrivesGzipdAndEqualToItsPprof) {
@@ -346,7 +251,7 @@ TEST_P(OtlpDelivery, EachRoundArrivesGzipdAndEqualToItsPprof) {
   EXPECT_EQ(exporter->stats().rounds_sent, 1u);
   if (GetParam() == "grpc") {
     // A server that takes no gzip refuses what the exporter sends.
-    Receiver no_gzip(true);
+    testing_support::Receiver no_gzip(true);
     auto refused = exporter_to(no_gzip.grpc_endpoint(), "grpc", {});
     refused->submit(round);
     refused->shutdown(10s);
@@ -362,7 +267,7 @@ TEST_P(OtlpDelivery, EachRoundArrivesGzipdAndEqualToItsPprof) {
 // says (1 s doubling, at most 4 s here; jitter 0.5-1.5x).
 TEST_P(OtlpDelivery, AnOutageOfTwentySecondsLosesNoRoundWithinTheQueue) {
   receiver_.answer = [](std::chrono::milliseconds at) {
-    Receiver::Answer a;
+    testing_support::Receiver::Answer a;
     if (at < 20s) {
       a.http_status = 503;
       a.grpc_code = grpc::StatusCode::UNAVAILABLE;
@@ -406,7 +311,7 @@ TEST_P(OtlpDelivery, AnOutageOfTwentySecondsLosesNoRoundWithinTheQueue) {
 
 TEST_P(OtlpDelivery, APermanentRefusalDropsTheRoundAndCountsIt) {
   receiver_.answer = [](auto) {
-    Receiver::Answer a;
+    testing_support::Receiver::Answer a;
     a.http_status = 400;
     a.grpc_code = grpc::StatusCode::INVALID_ARGUMENT;
     return a;
@@ -422,7 +327,7 @@ TEST_P(OtlpDelivery, APermanentRefusalDropsTheRoundAndCountsIt) {
 
 TEST_P(OtlpDelivery, PartialSuccessIsCounted) {
   receiver_.answer = [](auto) {
-    Receiver::Answer a;
+    testing_support::Receiver::Answer a;
     a.rejected = 1;
     return a;
   };
@@ -437,9 +342,9 @@ INSTANTIATE_TEST_SUITE_P(Transports, OtlpDelivery, ::testing::Values("grpc", "ht
                          [](const auto& info) { return info.param == "grpc" ? "grpc" : "http"; });
 
 TEST(OtlpHttpDelivery, RetryAfterIsHonoured) {
-  Receiver receiver;
+  testing_support::Receiver receiver;
   receiver.answer = [](std::chrono::milliseconds at) {
-    Receiver::Answer a;
+    testing_support::Receiver::Answer a;
     if (at < 500ms) {
       a.http_status = 429;
       a.retry_after = "3";
