@@ -54,12 +54,26 @@ milliseconds retry_after_header(const httplib::Response& response) {
   return milliseconds(std::min<long>(seconds, 3600) * 1000);
 }
 
+// httplib's error, said for a reader of the log.
+std::string http_error_text(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "cannot connect (refused, unreachable, or the name does not resolve)";
+    case httplib::Error::ConnectionTimeout: return "the connection timed out";
+    case httplib::Error::Read: return "no answer within the timeout (or the connection broke while reading)";
+    case httplib::Error::Write: return "the connection broke while sending";
+    case httplib::Error::SSLConnection: return "the TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts: return "cannot load the CA certificates";
+    case httplib::Error::SSLServerVerification: return "the server's certificate is not trusted";
+    default: return "HTTP client error: " + httplib::to_string(error);
+  }
+}
+
 // What an HTTP exchange came to, by the OTLP specification's rules.
 SendOutcome http_outcome(const httplib::Result& result, const std::string& what) {
   SendOutcome outcome;
   if (!result) {
     outcome.status = SendOutcome::Status::kRetryable;
-    outcome.error = fmt::format("{}: {}", what, httplib::to_string(result.error()));
+    outcome.error = fmt::format("{}: {}", what, http_error_text(result.error()));
     return outcome;
   }
   const int status = result->status;

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
+#include <thread>
+#include <signal.h>
 
 #include "../unit/otlp_compare.h"
 #include "../unit/otlp_receiver.h"
@@ -80,7 +83,8 @@ TEST(ExportTest, RunSendsEachRoundOverOtlpAndToPyroscope) {
                         << "pids: [" << workload_process.pid() << "]\n"
                         << "output:\n  directory: " << grpc_profiles << "\n"
                         << "export:\n  otlp:\n    endpoint: " << receiver.grpc_endpoint() << "\n    protocol: grpc\n"
-                        << "  pyroscope:\n    url: " << receiver.http_endpoint() << "\n";
+                        << "  pyroscope:\n    url: " << receiver.http_endpoint() << "\n"
+                        << "    basic_auth_user: agent\n    basic_auth_password: s3cret\n    tenant_id: team-a\n";
   auto ran = run_command({OMNIPROF_BINARY, "run", "--rounds", "2", "--config", config});
   ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   auto arrivals = receiver.arrivals();
@@ -97,6 +101,8 @@ TEST(ExportTest, RunSendsEachRoundOverOtlpAndToPyroscope) {
     EXPECT_EQ(upload.query.at("name"), fmt::format("chain{{host_name={}}}", names.nodename));
     EXPECT_EQ(upload.query.at("format"), "pprof");
     EXPECT_LT(std::stoll(upload.query.at("from")), std::stoll(upload.query.at("until")));
+    EXPECT_EQ(upload.authorization, "Basic YWdlbnQ6czNjcmV0");  // agent:s3cret
+    EXPECT_EQ(upload.tenant, "team-a");
   }
   const std::string uploaded = dir + "/pyroscope.pb.gz";
   std::ofstream(uploaded, std::ios::binary) << uploads[0].profile;
@@ -120,6 +126,127 @@ TEST(ExportTest, RunSendsEachRoundOverOtlpAndToPyroscope) {
   ASSERT_EQ(arrivals.size(), before + 1) << ran.err;
   EXPECT_EQ(arrivals.back().encoding, "gzip");
   EXPECT_EQ(compare_rounds(http_profiles, {arrivals.back()}, workload_process.pid()), 1u) << ran.err;
+}
+
+// A loopback port nothing listens on now (bound, read, closed).
+int free_loopback_port() {
+  testing_support::SilentServer probe;
+  return probe.port();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int64_t rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// Waits for `needle` in the log at `path` while PID lives.
+bool wait_for_log(const std::string& path, const std::string& needle, pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_file(path).find(needle) != std::string::npos) return true;
+    if (kill(pid, 0) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The last value of COUNTER=N in the log's round lines (0 if none).
+uint64_t last_counter(const std::string& log, const std::string& counter) {
+  uint64_t value = 0;
+  for (size_t at = log.find(" " + counter + "="); at != std::string::npos; at = log.find(" " + counter + "=", at + 1)) {
+    value = std::stoull(log.substr(at + counter.size() + 2));
+  }
+  return value;
+}
+
+// A backend that accepts connections and never answers: the rounds keep
+// being sampled and written as before, the queue stays at its bound and the
+// rounds pushed out are counted, the agent's RSS does not grow, a stop waits
+// no longer than its shutdown wait. /metrics, scraped meanwhile, says so in
+// a page promtool accepts.
+TEST(ExportTest, ABackendThatNeverAnswersCostsCountedDropsAndNothingElse) {
+  OMNIPROF_REQUIRE_BPF();
+  testing_support::SilentServer silent;
+  ASSERT_TRUE(silent.ok());
+  BackgroundProcess workload_process({workload("chain"), "120"});
+  const std::string dir = temp_dir("export-silent");
+  const std::string profiles = dir + "/profiles", log = dir + "/run.log", config = dir + "/omniprof.yaml";
+  fs::create_directories(profiles);
+  const int metrics_port = free_loopback_port();
+  constexpr int kRounds = 10;
+  std::ofstream(config) << "round_seconds: 1\nsampling:\n  frequency_hz: 99\n"
+                        << "pids: [" << workload_process.pid() << "]\n"
+                        << "output:\n  directory: " << profiles << "\n"
+                        << "metrics:\n  listen: 127.0.0.1:" << metrics_port << "\n"
+                        << "export:\n  queue_rounds: 2\n  shutdown_wait_seconds: 1\n"
+                        << "  otlp:\n    endpoint: http://127.0.0.1:" << silent.port()
+                        << "\n    protocol: http/protobuf\n    timeout_seconds: 1\n";
+  BackgroundProcess agent({"/bin/sh", "-c", "exec \"$0\" run --rounds \"$1\" --config \"$2\" >\"$3\" 2>&1", OMNIPROF_BINARY,
+                           std::to_string(kRounds), config, log},
+                          BackgroundProcess::Role::kJudge);
+  ASSERT_TRUE(wait_for_log(log, "round 3:", agent.pid(), std::chrono::seconds(120))) << read_file(log);
+  const int64_t rss_early = rss_kib(agent.pid());
+
+  // /metrics while the backend is down.
+  httplib::Client client("127.0.0.1", metrics_port);
+  client.set_read_timeout(10, 0);
+  auto page = client.Get("/metrics");
+  ASSERT_TRUE(page) << "GET /metrics on 127.0.0.1:" << metrics_port << ": " << httplib::to_string(page.error());
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("omniprof_export_otlp_dropped_queue_full_total"), std::string::npos) << page->body;
+  EXPECT_NE(page->body.find("omniprof_agent_resident_bytes"), std::string::npos) << page->body;
+  EXPECT_NE(page->body.find("omniprof_host_rounds_total"), std::string::npos) << page->body;
+  const std::string page_file = dir + "/metrics.txt";
+  std::ofstream(page_file) << page->body;
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    auto checked = run_command({"/bin/sh", "-c", "promtool check metrics < \"$0\"", page_file});
+    EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err << page->body;
+    EXPECT_EQ(checked.out + checked.err, "") << page->body;
+  } else if (in_ci()) {
+    ADD_FAILURE() << "promtool is missing (Debian package prometheus)";
+  }
+
+  ASSERT_TRUE(wait_for_log(log, fmt::format("round {}:", kRounds - 1), agent.pid(), std::chrono::seconds(120)))
+      << read_file(log);
+  const int64_t rss_late = rss_kib(agent.pid());
+  const auto stopping = std::chrono::steady_clock::now();
+  EXPECT_EQ(agent.wait(), 0) << read_file(log);
+  const double stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count();
+  const std::string text = read_file(log);
+  std::cerr << "agent RSS " << rss_early << " KiB at round 3, " << rss_late << " KiB at round " << kRounds - 1
+            << "; the last round and the stop took " << stop_seconds << " s\n";
+
+  // Sampling as if nothing were wrong: every round written, each with about
+  // a second of the busy workload at 99 Hz.
+  auto files = round_files(profiles);
+  ASSERT_EQ(files.size(), static_cast<size_t>(kRounds)) << text;
+  for (size_t i = 1; i + 1 < files.size(); ++i) {
+    auto pprof = read_pprof_file(files[i]);
+    ASSERT_TRUE(pprof) << pprof.error().message;
+    int64_t samples = 0;
+    for (const auto& sample : pprof->sample()) samples += sample.value(0);
+    EXPECT_GE(samples, 40) << files[i] << " (round " << i + 1 << ")";
+  }
+  // The queue held two rounds; the others were pushed out and counted, the
+  // two left at the stop too.
+  EXPECT_GE(last_counter(text, "export.otlp.dropped_queue_full"), static_cast<uint64_t>(kRounds - 2 - 3)) << text;
+  EXPECT_EQ(last_counter(text, "export.otlp.rounds_sent"), 0u) << text;
+  EXPECT_LE(last_counter(text, "export.otlp.queue_depth"), 2u) << text;
+  EXPECT_NE(text.find("because the agent stopped before they were sent"), std::string::npos) << text;
+  EXPECT_LT(rss_late - rss_early, 4096) << "the agent grew by " << rss_late - rss_early << " KiB";
+  // The stop: the last round (1 s), the shutdown wait (1 s), one send's
+  // timeout (1 s), and the agent's own teardown.
+  EXPECT_LT(stop_seconds, 15.0);
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "temp_tree.h"
 
 namespace omniprof {
@@ -186,6 +190,84 @@ TEST(ConfigSourcesTest, MissingConfigFlagFileIsAnError) {
   auto loaded = load(tree.path("absent.yaml"));
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().message, "cannot open " + tree.path("absent.yaml") + ": No such file or directory");
+}
+
+}  // namespace
+}  // namespace omniprof
+
+namespace omniprof {
+namespace {
+
+// Sets the variables for one test and restores what was there.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(std::vector<std::pair<std::string, std::string>> values) {
+    for (const auto& [name, value] : values) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, old] : saved_) {
+      if (old) {
+        ::setenv(name.c_str(), old->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(ConfigSourcesTest, OtlpVariablesFillWhatTheFilesLeaveUnset) {
+  TempTree tree("config");
+  std::string main_file = tree.file("etc/omniprof.yaml", "export:\n  otlp:\n    protocol: grpc\n");
+  ScopedEnvironment environment({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318"},
+                                 {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"},
+                                 {"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b%3Dc, x-tenant = team"},
+                                 {"OTEL_EXPORTER_OTLP_PROFILES_INSECURE", "TRUE"},
+                                 {"OTEL_EXPORTER_OTLP_INSECURE", "false"},
+                                 {"OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/ssl/ca.pem"},
+                                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}});
+  auto loaded = load(main_file);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  const OtlpSettings& otlp = loaded->config.export_to.otlp;
+  EXPECT_EQ(otlp.endpoint, "http://base:4318");
+  EXPECT_FALSE(otlp.endpoint_is_full_url);
+  EXPECT_EQ(otlp.protocol, "grpc");  // the file wins
+  EXPECT_EQ(otlp.headers, (std::vector<std::pair<std::string, std::string>>{{"api-key", "a b=c"}, {"x-tenant", "team"}}));
+  EXPECT_TRUE(otlp.insecure);  // the PROFILES_ variable wins over the general one
+  EXPECT_EQ(otlp.certificate, "/etc/ssl/ca.pem");
+  EXPECT_EQ(otlp.timeout_ms, 2500u);
+  const std::string described = describe_config(*loaded);
+  EXPECT_NE(described.find("export.otlp.protocol: grpc"), std::string::npos) << described;
+  EXPECT_NE(described.find("# environment OTEL_EXPORTER_OTLP_ENDPOINT"), std::string::npos) << described;
+  EXPECT_NE(described.find("# environment OTEL_EXPORTER_OTLP_PROFILES_INSECURE"), std::string::npos) << described;
+  // Header values are not printed (they are often credentials).
+  EXPECT_EQ(described.find("a b=c"), std::string::npos) << described;
+
+  ScopedEnvironment full(std::vector<std::pair<std::string, std::string>>{
+      {"OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "http://full:4318/custom/path"}});
+  loaded = load(main_file);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->config.export_to.otlp.endpoint, "http://full:4318/custom/path");
+  EXPECT_TRUE(loaded->config.export_to.otlp.endpoint_is_full_url);
+}
+
+TEST(ConfigSourcesTest, MalformedOtlpVariablesAreIgnored) {
+  TempTree tree("config");
+  std::string main_file = tree.file("etc/omniprof.yaml", "round_seconds: 5\n");
+  ScopedEnvironment environment({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"},
+                                 {"OTEL_EXPORTER_OTLP_HEADERS", "novalue"},
+                                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "soon"}});
+  auto loaded = load(main_file);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->config.export_to.otlp.protocol, "http/protobuf");
+  EXPECT_TRUE(loaded->config.export_to.otlp.headers.empty());
+  EXPECT_EQ(loaded->config.export_to.otlp.timeout_ms, 10000u);
 }
 
 }  // namespace

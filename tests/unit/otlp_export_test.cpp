@@ -363,31 +363,11 @@ TEST(OtlpHttpDelivery, RetryAfterIsHonoured) {
   EXPECT_GE((arrivals[1].at - arrivals[0].at).count(), 2900);
 }
 
-// A TCP port that accepts and never answers.
-class SilentServer {
- public:
-  SilentServer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(fd_.get(), 64), 0);
-    socklen_t length = sizeof address;
-    ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-  }
-  int port() const { return port_; }
-
- private:
-  UniqueFd fd_;
-  int port_ = 0;
-};
-
 // A backend that never answers: submit() never waits, the queue stays at
 // its bound, every round pushed out is counted, and shutdown ends within its
 // wait (plus one send's timeout at most).
 TEST(OtlpHttpDelivery, ABackendThatNeverAnswersCostsABoundedQueue) {
-  SilentServer silent;
+  testing_support::SilentServer silent;
   ExporterSettings settings;
   settings.queue_rounds = 3;
   settings.timeout = 1000ms;

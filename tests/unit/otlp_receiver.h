@@ -16,7 +16,11 @@
 
 #include <fmt/format.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "common/gzip.h"
+#include "omniprof/support/unique_fd.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 
 namespace testing_support {
@@ -56,6 +60,8 @@ class Receiver {
       Upload upload;
       for (const auto& [key, value] : request.params) upload.query[key] = value;
       if (request.has_file("profile")) upload.profile = request.get_file_value("profile").content;
+      upload.authorization = request.get_header_value("Authorization");
+      upload.tenant = request.get_header_value("X-Scope-OrgID");
       std::lock_guard lock(mutex_);
       uploads_.push_back(std::move(upload));
       response.status = 200;
@@ -91,6 +97,8 @@ class Receiver {
   struct Upload {
     std::map<std::string, std::string> query;
     std::string profile;
+    std::string authorization;  // the Authorization header
+    std::string tenant;         // X-Scope-OrgID
   };
   std::vector<Upload> uploads() {
     std::lock_guard lock(mutex_);
@@ -138,6 +146,28 @@ class Receiver {
   std::mutex mutex_;
   std::vector<Arrival> arrivals_;
   std::vector<Upload> uploads_;
+};
+
+// A TCP port that accepts and never answers.
+class SilentServer {
+ public:
+  SilentServer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ok_ = ok_ && ::listen(fd_.get(), 64) == 0;
+    socklen_t length = sizeof address;
+    ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+  }
+  int port() const { return port_; }
+  bool ok() const { return ok_; }
+
+ private:
+  omniprof::UniqueFd fd_;
+  int port_ = 0;
+  bool ok_ = false;
 };
 
 }  // namespace testing_support
