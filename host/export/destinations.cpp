@@ -225,15 +225,11 @@ class OtlpGrpcDestination : public ExportDestination {
   std::unique_ptr<otlp_collector::ProfilesService::Stub> stub_;
 };
 
-// A copy of `profile` holding only the samples `keep` picks, and the
-// locations, functions and mappings they reach (the string table is kept
-// whole: its indexes are the other tables' references).
+// A copy of `profile` holding only the given samples, and only the
+// locations, functions, mappings and strings they reach (each service's
+// upload carries its own tables, not the whole round's).
 pb::Profile sub_profile(const pb::Profile& profile, const std::vector<int>& samples) {
-  pb::Profile out = profile;
-  out.clear_sample();
-  out.clear_location();
-  out.clear_function();
-  out.clear_mapping();
+  pb::Profile out;
   std::unordered_set<uint64_t> locations, functions, mappings;
   for (int i : samples) {
     *out.add_sample() = profile.sample(i);
@@ -250,6 +246,50 @@ pb::Profile sub_profile(const pb::Profile& profile, const std::vector<int>& samp
   }
   for (const pb::Mapping& mapping : profile.mapping()) {
     if (mappings.count(mapping.id())) *out.add_mapping() = mapping;
+  }
+  *out.mutable_sample_type() = profile.sample_type();
+  *out.mutable_period_type() = profile.period_type();
+  *out.mutable_comment() = profile.comment();
+  out.set_time_nanos(profile.time_nanos());
+  out.set_duration_nanos(profile.duration_nanos());
+  out.set_period(profile.period());
+  out.set_default_sample_type(profile.default_sample_type());
+  out.set_drop_frames(profile.drop_frames());
+  out.set_keep_frames(profile.keep_frames());
+  // Renumber the strings still referred to, "" staying at 0.
+  std::unordered_map<int64_t, int64_t> renumbered{{0, 0}};
+  out.add_string_table("");
+  auto keep = [&](int64_t index) -> int64_t {
+    if (index <= 0 || index >= profile.string_table_size()) return 0;
+    auto [it, inserted] = renumbered.try_emplace(index, out.string_table_size());
+    if (inserted) out.add_string_table(profile.string_table(static_cast<int>(index)));
+    return it->second;
+  };
+  for (auto& type : *out.mutable_sample_type()) {
+    type.set_type(keep(type.type()));
+    type.set_unit(keep(type.unit()));
+  }
+  out.mutable_period_type()->set_type(keep(out.period_type().type()));
+  out.mutable_period_type()->set_unit(keep(out.period_type().unit()));
+  for (auto& comment : *out.mutable_comment()) comment = keep(comment);
+  out.set_default_sample_type(keep(out.default_sample_type()));
+  out.set_drop_frames(keep(out.drop_frames()));
+  out.set_keep_frames(keep(out.keep_frames()));
+  for (auto& sample : *out.mutable_sample()) {
+    for (auto& label : *sample.mutable_label()) {
+      label.set_key(keep(label.key()));
+      label.set_str(keep(label.str()));
+      label.set_num_unit(keep(label.num_unit()));
+    }
+  }
+  for (auto& mapping : *out.mutable_mapping()) {
+    mapping.set_filename(keep(mapping.filename()));
+    mapping.set_build_id(keep(mapping.build_id()));
+  }
+  for (auto& function : *out.mutable_function()) {
+    function.set_name(keep(function.name()));
+    function.set_system_name(keep(function.system_name()));
+    function.set_filename(keep(function.filename()));
   }
   return out;
 }

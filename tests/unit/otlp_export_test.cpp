@@ -20,6 +20,7 @@
 #include "export/destinations.h"
 #include "export/exporter.h"
 #include "export/otlp_profile.h"
+#include "profile/pprof_reader.h"
 #include "omniprof/support/unique_fd.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 #include "otlp_compare.h"
@@ -416,6 +417,42 @@ TEST(ExportEndpoints, BadSettingsAreClearErrors) {
   EXPECT_EQ(url->port, 4318);
   EXPECT_EQ(url->path, "/base/");
   EXPECT_FALSE(parse_endpoint("ftp://x:1"));
+}
+
+// One upload per service.name, each a valid pprof (the checks go tool pprof
+// applies) holding that service's samples, frames and labels and no other's.
+TEST(PyroscopeUploads, OnePprofPerServiceWithOnlyItsSamples) {
+  PyroscopeSettings settings;
+  settings.url = "http://127.0.0.1:1";
+  auto destination = make_pyroscope_destination(settings, {{"host_name", "box"}});
+  ASSERT_TRUE(destination) << destination.error().message;
+  ProfileBuilder round = two_process_round();
+  auto payloads = (*destination)->encode(round);
+  ASSERT_TRUE(payloads) << payloads.error().message;
+  ASSERT_EQ(payloads->size(), 2u);
+  const otlp_compare::Samples all = otlp_compare::from_pprof(round.build());
+  otlp_compare::Samples together;
+  const std::string dir = ::testing::TempDir();
+  for (size_t i = 0; i < payloads->size(); ++i) {
+    const ExportPayload& payload = (*payloads)[i];
+    const std::string service = i == 0 ? "app" : "web";
+    EXPECT_EQ(payload.query.find("name=" + service + "%7Bhost_name%3Dbox%7D&format=pprof&from=1700000000&until=1700000002"),
+              0u)
+        << payload.query;
+    const std::string path = dir + "/pyroscope-" + service + ".pb.gz";
+    ASSERT_TRUE(write_file_atomically(path, payload.body));
+    auto profile = read_pprof_file(path);
+    ASSERT_TRUE(profile) << profile.error().message;
+    for (const auto& [line, count] : otlp_compare::from_pprof(*profile)) {
+      EXPECT_NE(line.find("service.name=" + service), std::string::npos) << line;
+      together[line] += count;
+    }
+    // Only what its samples reach: the other process's functions are not in it.
+    for (const std::string& name : profile->string_table()) {
+      EXPECT_NE(name, service == "app" ? "<module>" : "leaf");
+    }
+  }
+  EXPECT_EQ(together, all);
 }
 
 TEST(PyroscopeName, ServiceAndLabelsAsPyroscopeReadsThem) {
