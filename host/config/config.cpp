@@ -285,7 +285,8 @@ class DocumentApplier {
     if (!elements) return elements.error();
     std::vector<ServiceNameRule> rules;
     for (const Located& element : *elements) {
-      auto entries = mapping_entries(element, {"executable", "systemd_unit", "container_id", "service_name"});
+      auto entries =
+          mapping_entries(element, {"executable", "systemd_unit", "container_id", "container_label", "service_name"});
       if (!entries) return entries.error();
       ServiceNameRule rule;
       int matchers = 0;
@@ -297,14 +298,20 @@ class DocumentApplier {
           continue;
         }
         ++matchers;
-        rule.match = entry.key == "executable"     ? ServiceNameRule::Match::kExecutable
-                     : entry.key == "systemd_unit" ? ServiceNameRule::Match::kSystemdUnit
-                                                   : ServiceNameRule::Match::kContainerId;
-        if (auto read = read_text(entry, "a pattern", rule.pattern); !read) return read;
+        rule.match = entry.key == "executable"        ? ServiceNameRule::Match::kExecutable
+                     : entry.key == "systemd_unit"    ? ServiceNameRule::Match::kSystemdUnit
+                     : entry.key == "container_label" ? ServiceNameRule::Match::kContainerLabel
+                                                      : ServiceNameRule::Match::kContainerId;
+        if (auto read = read_text(entry, entry.key == "container_label" ? "a label name" : "a pattern", rule.pattern);
+            !read) {
+          return read;
+        }
       }
-      if (matchers != 1 || !named) {
+      // container_label alone takes the service name from the label's value.
+      if (matchers != 1 || (!named && rule.match != ServiceNameRule::Match::kContainerLabel)) {
         return error_at(element, "a rule has one of executable, systemd_unit or container_id (a glob) and a "
-                                 "service_name");
+                                 "service_name, or a container_label (a label name; its value is the service "
+                                 "name unless service_name is given)");
       }
       rules.push_back(std::move(rule));
     }

@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <mutex>
 #include <cctype>
 #include <optional>
 
 #include "common/file_io.h"
 #include "common/text_fields.h"
+#include "process/container_metadata.h"
 #include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
@@ -155,15 +158,6 @@ bool glob_matches(const std::string& pattern, const std::string& text) {
   return !text.empty() && fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }
 
-std::string read_file(const std::string& path, size_t limit) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return {};
-  std::string text;
-  if (read_to_end(fd.get(), text) != 0) return {};
-  if (text.size() > limit) text.resize(limit);
-  return text;
-}
-
 std::string trim(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   size_t start = 0;
@@ -260,6 +254,8 @@ std::string_view service_name_rule_key(ServiceNameRule::Match match) {
       return "systemd_unit";
     case ServiceNameRule::Match::kContainerId:
       return "container_id";
+    case ServiceNameRule::Match::kContainerLabel:
+      return "container_label";
   }
   return "executable";
 }
@@ -279,6 +275,13 @@ std::string service_name_for(const ResourceSettings& settings, const ProcessFact
       case ServiceNameRule::Match::kContainerId:
         matched = glob_matches(rule.pattern, facts.cgroup.container_id);
         break;
+      case ServiceNameRule::Match::kContainerLabel: {
+        auto it = facts.container.labels.find(rule.pattern);
+        if (it != facts.container.labels.end() && !it->second.empty()) {
+          return rule.service_name.empty() ? it->second : rule.service_name;
+        }
+        break;
+      }
     }
     if (matched) return rule.service_name;
   }
@@ -291,7 +294,7 @@ ResourceAttributes host_attributes() {
   ResourceAttributes host;
   struct utsname names {};
   if (uname(&names) == 0) add_unless_present(host, "host.name", names.nodename);
-  add_unless_present(host, "host.id", trim(read_file("/etc/machine-id", 256)));
+  add_unless_present(host, "host.id", trim(read_file_prefix("/etc/machine-id", 256)));
   return host;
 }
 
@@ -303,12 +306,36 @@ ResourceAttributes process_resource(const ResourceSettings& settings, const Proc
   add_unless_present(attributes, "process.executable.path", facts.executable_path);
   add_unless_present(attributes, "container.id", facts.cgroup.container_id);
   add_unless_present(attributes, "container.runtime", facts.cgroup.container_runtime);
+  add_unless_present(attributes, "container.name", facts.container.name);
   add_unless_present(attributes, "k8s.pod.uid", facts.cgroup.k8s_pod_uid);
+  add_unless_present(attributes, "k8s.pod.name", facts.container.k8s_pod_name);
+  add_unless_present(attributes, "k8s.namespace.name", facts.container.k8s_namespace_name);
+  add_unless_present(attributes, "k8s.container.name", facts.container.k8s_container_name);
   add_unless_present(attributes, "systemd.unit", facts.cgroup.systemd_unit);
   for (const auto& [key, value] : host) add_unless_present(attributes, key, value);
   for (const auto& [key, value] : settings.attributes) add_unless_present(attributes, key, value);
   return attributes;
 }
+
+namespace {
+
+// A container's processes share one read of its runtime's state. Bounded:
+// a machine starting containers all day forgets the oldest ones at once.
+ContainerMetadata cached_container_metadata(const CgroupFacts& cgroup) {
+  static std::mutex mutex;
+  static std::map<std::string, ContainerMetadata> cache;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(cgroup.container_id); it != cache.end()) return it->second;
+  }
+  ContainerMetadata metadata = read_container_metadata(container_state_root(), cgroup);
+  std::lock_guard lock(mutex);
+  if (cache.size() >= 4096) cache.clear();
+  cache.emplace(cgroup.container_id, metadata);
+  return metadata;
+}
+
+}  // namespace
 
 ProcessFacts read_process_facts(int32_t pid, std::string comm, std::string exe_target) {
   ProcessFacts facts;
@@ -316,8 +343,9 @@ ProcessFacts read_process_facts(int32_t pid, std::string comm, std::string exe_t
   facts.comm = std::move(comm);
   // The initial environment, bounded: only one variable is wanted.
   facts.own_service_name =
-      environ_value(read_file(fmt::format("/proc/{}/environ", pid), 1 << 20), "OTEL_SERVICE_NAME");
-  facts.cgroup = cgroup_facts(read_file(fmt::format("/proc/{}/cgroup", pid), 1 << 16));
+      environ_value(read_file_prefix(fmt::format("/proc/{}/environ", pid), 1 << 20), "OTEL_SERVICE_NAME");
+  facts.cgroup = cgroup_facts(read_file_prefix(fmt::format("/proc/{}/cgroup", pid), 1 << 16));
+  if (!facts.cgroup.container_id.empty()) facts.container = cached_container_metadata(facts.cgroup);
   return facts;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ struct CgroupFacts {
   std::string systemd_unit;       // the innermost .service or .scope unit, e.g. nginx.service
 
   friend bool operator==(const CgroupFacts&, const CgroupFacts&) = default;
+};
+
+// What the container's runtime says of it (process/container_metadata.h).
+struct ContainerMetadata {
+  std::string name;                          // container.name
+  std::map<std::string, std::string> labels;  // its labels, or its OCI annotations (and a CRI-O pod's labels)
+  std::string k8s_container_name;
+  std::string k8s_pod_name;
+  std::string k8s_namespace_name;
+
+  friend bool operator==(const ContainerMetadata&, const ContainerMetadata&) = default;
 };
 
 // Reads one cgroup path (the part after the second ':' of a
@@ -51,11 +63,14 @@ std::string environ_value(std::string_view proc_environ_text, std::string_view n
 // How service.name is chosen for a process (config `resource:`, and the
 // agent's OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES).
 struct ServiceNameRule {
-  enum class Match { kExecutable, kSystemdUnit, kContainerId };
+  enum class Match { kExecutable, kSystemdUnit, kContainerId, kContainerLabel };
   Match match = Match::kExecutable;
   // A glob (fnmatch): for kExecutable against the executable's path when the
-  // pattern has a '/', else against its file name.
+  // pattern has a '/', else against its file name. For kContainerLabel the
+  // label's key (com.docker.compose.service): the rule matches a container
+  // that has it.
   std::string pattern;
+  // For kContainerLabel, empty: the label's value is the service name.
   std::string service_name;
 
   friend bool operator==(const ServiceNameRule&, const ServiceNameRule&) = default;
@@ -81,6 +96,7 @@ struct ProcessFacts {
   std::string comm;                // used as the executable's name when there is no path
   std::string own_service_name;    // OTEL_SERVICE_NAME of its environment
   CgroupFacts cgroup;
+  ContainerMetadata container;     // what the runtime says, when the cgroup names a container
 };
 
 // service.name of a process: the first rule that matches, else its own
@@ -93,14 +109,16 @@ std::string service_name_for(const ResourceSettings& settings, const ProcessFact
 ResourceAttributes host_attributes();
 
 // Every attribute of a process: service.name, process.executable.name and
-// .path, container.id, container.runtime, k8s.pod.uid, systemd.unit (those
+// .path, container.id, container.runtime, container.name, k8s.pod.uid,
+// k8s.pod.name, k8s.namespace.name, k8s.container.name, systemd.unit (those
 // its facts have), then `host`, then the settings' own attributes (none of
 // which replaces one named before).
 ResourceAttributes process_resource(const ResourceSettings& settings, const ProcessFacts& facts,
                                     const ResourceAttributes& host);
 
 // A live process's facts: its comm and /proc/PID/exe target as the caller
-// read them, its environment's OTEL_SERVICE_NAME and its cgroup from /proc;
+// read them, its environment's OTEL_SERVICE_NAME and its cgroup from /proc,
+// its container's metadata from the runtime's state (cached by container id);
 // a file it cannot read leaves its fields empty (the process may be gone).
 ProcessFacts read_process_facts(int32_t pid, std::string comm, std::string exe_target);
 

@@ -1,7 +1,8 @@
 // End-to-end: who each sample belongs to. Workloads placed by the test in
 // cgroups named as systemd names a service's and Docker (systemd driver) a
 // container's carry their unit, container id and service.name as labels of
-// their samples, read back with `go tool pprof -traces` and `-tagfocus`.
+// their samples (the container's name and its compose service's label read
+// from a Docker state file the test writes), read back with `go tool pprof -traces` and `-tagfocus`.
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -124,8 +125,18 @@ TEST(ResourceAttributesTest, SamplesCarryTheirSystemdUnitContainerAndServiceName
   const std::string dir = temp_dir("resource");
   const std::string config = dir + "/omniprof.yaml", profile = dir + "/profile.pb.gz";
   std::ofstream(config) << "resource:\n  service_names:\n    - systemd_unit: \"omniprof-e2e-*.service\"\n"
-                        << "      service_name: unit-rule-service\n";
-  auto recorded = run_command({"/usr/bin/env", "OTEL_RESOURCE_ATTRIBUTES=deployment.environment=e2e", OMNIPROF_BINARY,
+                        << "      service_name: unit-rule-service\n"
+                        << "    - container_label: com.docker.compose.service\n";
+  // The container's runtime state, where Docker keeps it, under a root of the
+  // test's own (the agent reads OMNIPROF_CONTAINER_STATE_ROOT instead of /).
+  const std::string state_root = dir + "/state";
+  fs::create_directories(state_root + "/var/lib/docker/containers/" + container);
+  std::ofstream(state_root + "/var/lib/docker/containers/" + container + "/config.v2.json")
+      << R"({"State":{"Running":true},"ID":")" << container
+      << R"(","Config":{"Labels":{"com.docker.compose.project":"shop","com.docker.compose.service":"checkout-compose"}},)"
+      << R"("Name":"/shop-checkout-1"})";
+  auto recorded = run_command({"/usr/bin/env", "OTEL_RESOURCE_ATTRIBUTES=deployment.environment=e2e",
+                               "OMNIPROF_CONTAINER_STATE_ROOT=" + state_root, OMNIPROF_BINARY,
                                "record", "-d", "3", "--config", config, "-p", std::to_string(in_unit.pid()), "-p",
                                std::to_string(in_container.pid()), "-o", profile});
   ASSERT_EQ(recorded.exit_code, 0) << recorded.out << recorded.err;
@@ -146,7 +157,10 @@ TEST(ResourceAttributesTest, SamplesCarryTheirSystemdUnitContainerAndServiceName
   EXPECT_EQ(values_of(unit_traces, "container.id"), Values{""});
   EXPECT_EQ(values_of(unit_traces, "process.executable.name"), Values{"chain"});
   EXPECT_EQ(values_of(unit_traces, "process.executable.path"), Values{chain.string()});
-  EXPECT_EQ(values_of(container_traces, "service.name"), Values{"checkout-from-env"});
+  // The label rule wins over the process's own OTEL_SERVICE_NAME.
+  EXPECT_EQ(values_of(container_traces, "service.name"), Values{"checkout-compose"});
+  EXPECT_EQ(values_of(container_traces, "container.name"), Values{"shop-checkout-1"});
+  EXPECT_EQ(values_of(unit_traces, "container.name"), Values{""});
   EXPECT_EQ(values_of(container_traces, "container.id"), Values{container});
   EXPECT_EQ(values_of(container_traces, "container.runtime"), Values{"docker"});
   for (const auto* of : {&unit_traces, &container_traces}) {
@@ -155,7 +169,7 @@ TEST(ResourceAttributesTest, SamplesCarryTheirSystemdUnitContainerAndServiceName
   }
 
   // What a user types to see one service: pprof's -tagfocus on the label.
-  auto focused = read_traces_as_user(profile, &error, {"-tagfocus=service.name=checkout-from-env"});
+  auto focused = read_traces_as_user(profile, &error, {"-tagfocus=service.name=checkout-compose"});
   ASSERT_FALSE(focused.empty()) << error;
   EXPECT_EQ(values_of(focused, "pid"), Values{std::to_string(in_container.pid())});
 }
