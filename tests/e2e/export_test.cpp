@@ -169,6 +169,56 @@ uint64_t last_counter(const std::string& log, const std::string& counter) {
   return value;
 }
 
+// The outage: the backend answers UNAVAILABLE for its first 20 s,
+// then OK. No round is lost (the queue holds them all), every round that
+// arrives says what its pprof file says, and the failed attempts are spaced
+// as the backoff says (1 s doubling up to 30 s, jittered 0.5-1.5x).
+TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
+  OMNIPROF_REQUIRE_BPF();
+  testing_support::Receiver receiver;
+  receiver.answer = [](std::chrono::milliseconds at) {
+    testing_support::Receiver::Answer a;
+    if (at < std::chrono::seconds(20)) a.grpc_code = grpc::StatusCode::UNAVAILABLE;
+    return a;
+  };
+  BackgroundProcess workload_process({workload("chain"), "120"});
+  const std::string dir = temp_dir("export-outage");
+  const std::string profiles = dir + "/profiles", config = dir + "/omniprof.yaml";
+  fs::create_directories(profiles);
+  constexpr int kRounds = 12;
+  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 99\n"
+                        << "pids: [" << workload_process.pid() << "]\n"
+                        << "output:\n  directory: " << profiles << "\n"
+                        << "export:\n  queue_rounds: " << kRounds << "\n  shutdown_wait_seconds: 20\n"
+                        << "  otlp:\n    endpoint: " << receiver.grpc_endpoint() << "\n    protocol: grpc\n";
+  auto ran = run_command({OMNIPROF_BINARY, "run", "--rounds", std::to_string(kRounds), "--config", config});
+  ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  auto arrivals = receiver.arrivals();
+  std::vector<testing_support::Receiver::Arrival> delivered;
+  std::vector<std::chrono::milliseconds> failed_at;
+  for (const auto& a : arrivals) {
+    if (a.answered_ok) {
+      delivered.push_back(a);
+    } else {
+      failed_at.push_back(a.at);
+    }
+  }
+  ASSERT_FALSE(failed_at.empty()) << "the agent sent nothing during the outage: " << ran.err;
+  const size_t files = round_files(profiles).size();
+  EXPECT_EQ(files, static_cast<size_t>(kRounds));
+  EXPECT_EQ(compare_rounds(profiles, delivered, workload_process.pid()), files) << ran.err;
+  EXPECT_EQ(delivered.size(), files);
+  EXPECT_EQ(last_counter(ran.err, "export.otlp.dropped_queue_full"), 0u) << ran.err;
+  for (size_t i = 1; i < failed_at.size(); ++i) {
+    const double step = std::min(1000.0 * (1 << std::min<size_t>(i - 1, 10)), 30000.0);
+    const double gap = static_cast<double>((failed_at[i] - failed_at[i - 1]).count());
+    EXPECT_GE(gap, 0.5 * step - 100) << "attempt " << i;
+    EXPECT_LE(gap, 1.5 * step + 2000) << "attempt " << i;
+  }
+  EXPECT_NE(ran.err.find("retrying in"), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("delivered after"), std::string::npos) << ran.err;
+}
+
 // A backend that accepts connections and never answers: the rounds keep
 // being sampled and written as before, the queue stays at its bound and the
 // rounds pushed out are counted, the agent's RSS does not grow, a stop waits
