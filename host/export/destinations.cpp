@@ -15,6 +15,7 @@
 
 #include "common/gzip.h"
 #include "export/otlp_profile.h"
+#include "google/rpc/status.pb.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 
 namespace omniprof {
@@ -197,6 +198,19 @@ class OtlpGrpcDestination : public ExportDestination {
       return outcome;
     }
     outcome.error = fmt::format("Export: {} ({})", status.error_message(), static_cast<int>(status.error_code()));
+    // The server's RetryInfo, if its status carries one (grpc-status-details-bin).
+    bool has_retry_info = false;
+    google::rpc::Status details;
+    if (!status.error_details().empty() && details.ParseFromString(status.error_details())) {
+      for (const auto& detail : details.details()) {
+        google::rpc::RetryInfo retry;
+        if (detail.UnpackTo(&retry)) {
+          has_retry_info = true;
+          const int64_t ms = retry.retry_delay().seconds() * 1000 + retry.retry_delay().nanos() / 1000000;
+          outcome.retry_after = milliseconds(std::clamp<int64_t>(ms, 0, 3600 * 1000));
+        }
+      }
+    }
     switch (status.error_code()) {
       case grpc::StatusCode::UNAVAILABLE:
       case grpc::StatusCode::ABORTED:
@@ -207,9 +221,8 @@ class OtlpGrpcDestination : public ExportDestination {
         outcome.status = SendOutcome::Status::kRetryable;
         break;
       case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        // Retryable only when the server says when (RetryInfo in the details).
-        outcome.status = status.error_details().empty() ? SendOutcome::Status::kRejected
-                                                        : SendOutcome::Status::kRetryable;
+        // Retryable only when the server says when (RetryInfo).
+        outcome.status = has_retry_info ? SendOutcome::Status::kRetryable : SendOutcome::Status::kRejected;
         break;
       default:
         outcome.status = SendOutcome::Status::kRejected;

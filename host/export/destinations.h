@@ -6,8 +6,9 @@
 //     &from=&until=, one pprof upload per service.name of the round.
 // Which codes are retryable is the OTLP specification's list (gRPC
 // UNAVAILABLE, ABORTED, OUT_OF_RANGE, DATA_LOSS, CANCELLED,
-// DEADLINE_EXCEEDED, and RESOURCE_EXHAUSTED when the server sent details
-// (its RetryInfo); HTTP 429, 502, 503, 504 with Retry-After honoured), plus
+// DEADLINE_EXCEEDED, and RESOURCE_EXHAUSTED when the server sent a
+// RetryInfo, whose delay is honoured as HTTP's Retry-After is; HTTP 429, 502,
+// 503, 504), plus
 // a connection that could not be made or broke.
 #pragma once
 

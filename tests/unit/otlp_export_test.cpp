@@ -20,6 +20,7 @@
 #include "export/destinations.h"
 #include "export/exporter.h"
 #include "export/otlp_profile.h"
+#include "google/rpc/status.pb.h"
 #include "profile/pprof_reader.h"
 #include "omniprof/support/unique_fd.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
@@ -120,6 +121,11 @@ TEST(OtlpSchema, FieldNumbersAreThoseOfTheRelease) {
       {otlp_collector::ExportProfilesServiceResponse::descriptor(), "partial_success", 1},
       {otlp_collector::ExportProfilesPartialSuccess::descriptor(), "rejected_profiles", 1},
       {otlp_collector::ExportProfilesPartialSuccess::descriptor(), "error_message", 2},
+      // googleapis' google/rpc/status.proto and error_details.proto.
+      {google::rpc::Status::descriptor(), "code", 1},
+      {google::rpc::Status::descriptor(), "message", 2},
+      {google::rpc::Status::descriptor(), "details", 3},
+      {google::rpc::RetryInfo::descriptor(), "retry_delay", 1},
   };
   for (const Field& f : fields) {
     const auto* field = f.message->FindFieldByName(f.name);
@@ -363,6 +369,43 @@ TEST(OtlpHttpDelivery, RetryAfterIsHonoured) {
   auto arrivals = receiver.arrivals();
   ASSERT_EQ(arrivals.size(), 2u);
   EXPECT_GE((arrivals[1].at - arrivals[0].at).count(), 2900);
+}
+
+// RESOURCE_EXHAUSTED is retried only when the server sends a RetryInfo, after
+// its delay; without one the round is dropped as rejected.
+TEST(OtlpGrpcDelivery, ResourceExhaustedIsRetriedAfterItsRetryInfoOnly) {
+  testing_support::Receiver receiver;
+  receiver.answer = [](std::chrono::milliseconds at) {
+    testing_support::Receiver::Answer a;
+    if (at < 500ms) {
+      a.grpc_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      a.retry_info_ms = 2500;
+    }
+    return a;
+  };
+  ExporterSettings settings;
+  settings.backoff_initial = 100ms;
+  auto exporter = exporter_to(receiver.grpc_endpoint(), "grpc", settings);
+  exporter->submit(round_numbered(1));
+  const auto began = Clock::now();
+  while (exporter->stats().rounds_sent < 1 && Clock::now() - began < 20s) std::this_thread::sleep_for(50ms);
+  exporter->shutdown(1s);
+  auto arrivals = receiver.arrivals();
+  ASSERT_EQ(arrivals.size(), 2u);
+  EXPECT_GE((arrivals[1].at - arrivals[0].at).count(), 2400);
+  EXPECT_EQ(exporter->stats().rounds_sent, 1u);
+
+  testing_support::Receiver without;
+  without.answer = [](auto) {
+    testing_support::Receiver::Answer a;
+    a.grpc_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+    return a;
+  };
+  auto refused = exporter_to(without.grpc_endpoint(), "grpc", settings);
+  refused->submit(round_numbered(1));
+  refused->shutdown(5s);
+  EXPECT_EQ(without.arrivals().size(), 1u);
+  EXPECT_EQ(refused->stats().dropped_rejected, 1u);
 }
 
 // A backend that never answers: submit() never waits, the queue stays at

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/gzip.h"
+#include "google/rpc/status.pb.h"
 #include "omniprof/support/unique_fd.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 
@@ -38,6 +39,7 @@ class Receiver {
     grpc::StatusCode grpc_code = grpc::StatusCode::OK;
     std::string retry_after;  // HTTP Retry-After
     int64_t rejected = 0;     // partial success
+    int retry_info_ms = -1;   // gRPC: a RetryInfo of this delay in the failing status's details
   };
   // Decides each answer from how long the receiver has run.
   std::function<Answer(std::chrono::milliseconds)> answer = [](auto) { return Answer{}; };
@@ -114,7 +116,16 @@ class Receiver {
       auto it = context->client_metadata().find("grpc-encoding");
       if (it != context->client_metadata().end()) encoding.assign(it->second.data(), it->second.size());
       Answer a = owner->note_request(encoding, *request);
-      if (a.grpc_code != grpc::StatusCode::OK) return grpc::Status(a.grpc_code, "told to fail");
+      if (a.grpc_code != grpc::StatusCode::OK) {
+        if (a.retry_info_ms < 0) return grpc::Status(a.grpc_code, "told to fail");
+        google::rpc::RetryInfo retry;
+        retry.mutable_retry_delay()->set_seconds(a.retry_info_ms / 1000);
+        retry.mutable_retry_delay()->set_nanos((a.retry_info_ms % 1000) * 1000000);
+        google::rpc::Status details;
+        details.set_code(static_cast<int>(a.grpc_code));
+        details.add_details()->PackFrom(retry);
+        return grpc::Status(a.grpc_code, "told to fail, with RetryInfo", details.SerializeAsString());
+      }
       if (a.rejected) response->mutable_partial_success()->set_rejected_profiles(a.rejected);
       return grpc::Status::OK;
     }
