@@ -24,6 +24,8 @@ PACKAGES=(
   ruby-dev
   # tests and independent oracles
   libgtest-dev libgmock-dev golang-go linux-perf
+  # the OTLP TLS tests make their certificate with it
+  openssl
   # the flamegraph page's test and benchmark load it in headless Chromium
   # (fonts-liberation: a recommends of chromium, which --no-install-recommends
   # leaves out; without a font the page's text is drawn as boxes)

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -244,6 +245,7 @@ TEST_P(RubyProfileTest, HotMethodsHaveTheirFileLineCallersAndTheWorkloadsOwnShar
   ASSERT_GE(cpu, 500'000) << "ruby_shares.rb's hot methods ran under half a second of CPU while sampled";
   for (const HotMethod& h : r.hot) {
     double ours = 100.0 * measured[h.name] / hot, theirs = 100.0 * h.cpu_microseconds / cpu;
+    std::cerr << h.name << ": omniprof " << ours << "%, the thread's CPU clock " << theirs << "%\n";
     EXPECT_NEAR(ours, theirs, 5.0) << h.name << ": omniprof " << measured[h.name] << " of " << hot
                                    << " samples; the thread's CPU clock " << h.cpu_microseconds << " of " << cpu
                                    << " us";
