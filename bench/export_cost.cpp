@@ -53,8 +53,9 @@ ProfileBuilder synthetic_round(int cpus, uint32_t seed) {
   constexpr int64_t kPeriod = 1000000000 / 19;
   const int samples = 19 * 10 * cpus;
   std::mt19937 random(seed);
-  ProfileBuilder builder(kPeriod, 1764633600000000000);
-  builder.set_duration_ns(10000000000);
+  const int64_t start_ns = 1764633600000000000, duration_ns = 10000000000;
+  ProfileBuilder builder(kPeriod, start_ns);
+  builder.set_duration_ns(duration_ns);
   auto name = [](const char* space, int i) {
     return fmt::format("{}::detail::basic_handler<std::__cxx11::basic_string<char>>::operation_{}", space, i);
   };
@@ -107,8 +108,10 @@ ProfileBuilder synthetic_round(int cpus, uint32_t seed) {
       stack.push_back(location(lib));
     }
     const int tid = 1000 * (p + 1) + static_cast<int>(random() % 8);
+    // Each sample's time, as OTLP export records them (profile_builder.h).
+    const std::vector<uint64_t> time{static_cast<uint64_t>(start_ns + s * (duration_ns / samples))};
     builder.add_sample(stack, 1, SampleLabels{1000 * (p + 1), tid, "server", fmt::format("worker-{}", tid % 8), "", "",
-                                              resources[p]});
+                                              resources[p]}, &time);
   }
   return builder;
 }

@@ -14,6 +14,17 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the host between open and load. */
 const volatile __u8 filter_pids = 0;
+/* Whether omniprof_stop writes each sample's time to sample_times. */
+const volatile __u8 record_sample_times = 0;
+
+/* Each counted sample's time and key (struct omniprof_sample_time), when
+ * record_sample_times is set; the host sizes it for a few seconds of samples
+ * at the sampling rate and reads it at every drain. Left at one page when
+ * unused. */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 4096);
+} sample_times SEC(".maps");
 
 /* -p PID...: the processes to keep when filter_pids is set (SetDebugPIDs). */
 struct {
@@ -156,6 +167,20 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
   return 0;
 }
 
+/* After the count, so a time never names a sample that was not counted; the
+ * host matches times to counts by key (agent/round_samples.h). */
+static __always_inline void record_time(const struct omniprof_unwind_state *state) {
+  if (!record_sample_times) return;
+  struct omniprof_sample_time *record = bpf_ringbuf_reserve(&sample_times, sizeof(*record), 0);
+  if (!record) {
+    omniprof_count(OMNIPROF_STAT_SAMPLE_TIMES_LOST);
+    return;
+  }
+  record->ktime_ns = bpf_ktime_get_ns();
+  record->key = state->key;
+  bpf_ringbuf_submit(record, 0);
+}
+
 SEC("perf_event")
 int omniprof_stop(struct bpf_perf_event_data *ctx) {
   struct omniprof_unwind_state *state = omniprof_state();
@@ -179,6 +204,7 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
     __u64 one = 1;
     if (bpf_map_update_elem(&stack_counts, &state->key, &one, BPF_NOEXIST) == 0) {
       omniprof_count(OMNIPROF_STAT_RECORDED);
+      record_time(state);
       return 0;
     }
     /* Another CPU may have inserted the same key in between. */
@@ -190,6 +216,7 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
   }
   __sync_fetch_and_add(count, 1);
   omniprof_count(OMNIPROF_STAT_RECORDED);
+  record_time(state);
   return 0;
 }
 

@@ -48,6 +48,7 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "user_regs_errors",
     "interpreter_marks_full",
     "interpreter_frames_truncated",
+    "sample_times_lost",
 };
 
 // How many executables' descriptors OpenExecutables may hold: the soft
@@ -133,6 +134,14 @@ Result<void> Agent::start() {
                  config_.unwind_memory_mb, config_.executable_entries};
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
+  // OTLP carries each sample's time (pprof has no place for one): only then
+  // does BPF record them. The ring holds four seconds of samples at the
+  // rate, and is read at every drain (about once a second).
+  if (!config_.export_to.otlp.endpoint.empty()) {
+    const uint64_t cpus = static_cast<uint64_t>(std::max(1, libbpf_num_possible_cpus()));
+    const uint64_t record_bytes = sizeof(omniprof_sample_time) + 8;  // + the ring's header
+    if (auto r = maps_->record_sample_times(cpus * config_.frequency_hz * 4 * record_bytes); !r) return r;
+  }
   if (auto r = maps_->load(); !r) {
     return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(4)));
   }
@@ -300,15 +309,25 @@ ProfileBuilder Agent::finish_round() {
 }
 
 std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
+  // The next round starts before this one's last drain, and this one ends
+  // after it: a sample taken during the drain may be counted in either, and
+  // its time then falls within that round's range. The two overlap by the
+  // drain (milliseconds) rather than leave a gap.
+  const int64_t close_unix_ns = now_ns(CLOCK_REALTIME);
+  const int64_t close_mono_ns = now_ns(CLOCK_MONOTONIC);
   (void)collect();
+  const int64_t end_mono_ns = now_ns(CLOCK_MONOTONIC);
+  if (!config_.export_to.otlp.endpoint.empty()) {
+    round_.settle_times(static_cast<uint64_t>(close_mono_ns), close_unix_ns - close_mono_ns, sample_time_stats_);
+  }
   int64_t period_ns = 1000000000LL / config_.frequency_hz;
-  int64_t duration = now_ns(CLOCK_MONOTONIC) - round_start_mono_ns_;
+  int64_t duration = end_mono_ns - round_start_mono_ns_;
   std::vector<ProfileBuilder> profiles = assembler_->assemble(round_, period_ns, round_start_unix_ns_, duration, fold);
   for (ProfileBuilder& profile : profiles) profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
   round_.clear();
   processes_->end_round();
-  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
-  round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
+  round_start_unix_ns_ = close_unix_ns;
+  round_start_mono_ns_ = close_mono_ns;
   return profiles;
 }
 
@@ -381,6 +400,8 @@ std::vector<StatLine> Agent::stats() const {
            {"host.interpreter_internal_frames_folded", as.folded_frames},
            {"host.samples_of_unknown_processes", as.unknown_processes},
            {"host.stacks_missing", round_.missing_stacks},
+           {"host.samples_without_times", sample_time_stats_.untimed},
+           {"host.sample_times_unmatched", sample_time_stats_.unmatched},
            {"host.drain_errors", drain_errors_},
            {"host.event_errors", event_loop_ ? event_loop_->event_errors() : 0},
            {"host.event_poll_errors", event_loop_ ? event_loop_->poll_errors() : 0}}) {

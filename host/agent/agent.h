@@ -130,6 +130,7 @@ class Agent {
   int64_t round_start_unix_ns_ = 0;
   int64_t round_start_mono_ns_ = 0;
   uint64_t drain_errors_ = 0;
+  SampleTimeStats sample_time_stats_;
   bool bpf_stats_ = false;
   UniqueFd bpf_stats_fd_;
 };

@@ -319,6 +319,8 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     roles.clear();
     for (FrameIndex index : frames) roles.push_back(frames_[index].role);
     fold_interpreter_frames(roles, kept);
+    auto times = round.times.find(key);
+    const std::vector<uint64_t>* sample_times = times == round.times.end() ? nullptr : &times->second;
     bool counted_folds = false;
     for (size_t out = 0; out < fold.size(); ++out) {
       locations.clear();
@@ -331,7 +333,7 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
       } else {
         for (FrameIndex index : frames) locations.push_back(location_of(out, index));
       }
-      builders[out].add_sample(locations, static_cast<int64_t>(count), labels);
+      builders[out].add_sample(locations, static_cast<int64_t>(count), labels, sample_times);
     }
   }
   return builders;

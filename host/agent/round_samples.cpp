@@ -1,5 +1,6 @@
 #include "agent/round_samples.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace omniprof {
@@ -17,10 +18,66 @@ uint64_t RoundSamples::total() const {
   return sum;
 }
 
+void RoundSamples::settle_times(uint64_t close_ns, int64_t unix_minus_mono_ns, SampleTimeStats& stats) {
+  // Late times of the previous round's untimed samples: the earliest of the
+  // key's times from before that round closed.
+  for (auto& [key, owed] : owed_) {
+    auto it = times.find(key);
+    if (it == times.end()) continue;
+    std::vector<uint64_t>& list = it->second;
+    std::sort(list.begin(), list.end());
+    size_t late = 0;
+    while (late < list.size() && late < owed.count && list[late] <= owed.close_ns) ++late;
+    list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(late));
+    stats.unmatched += late;
+  }
+  owed_.clear();
+  carried_.clear();
+  for (auto& [key, list] : times) {
+    std::sort(list.begin(), list.end());
+    auto count_it = counts.find(key);
+    const uint64_t count = count_it == counts.end() ? 0 : count_it->second;
+    if (list.size() > count) {
+      // Times past the count belong to the next drain's counts, unless they
+      // were carried here already and still found none (the earliest
+      // `carried_in` of the list): those matched no count at all.
+      auto in = carried_in_.find(key);
+      const size_t carried_in = in == carried_in_.end() ? 0 : in->second;
+      std::vector<uint64_t> surplus;
+      for (size_t i = static_cast<size_t>(count); i < list.size(); ++i) {
+        if (i < carried_in) {
+          stats.unmatched++;
+        } else {
+          surplus.push_back(list[i]);
+        }
+      }
+      if (!surplus.empty()) carried_.emplace(key, std::move(surplus));
+      list.resize(static_cast<size_t>(count));
+    } else if (list.size() < count) {
+      owed_[key] = Owed{count - list.size(), close_ns};
+      stats.untimed += count;
+      list.clear();
+    }
+  }
+  for (const auto& [key, count] : counts) {
+    if (times.count(key)) continue;
+    owed_[key] = Owed{count, close_ns};
+    stats.untimed += count;
+  }
+  std::erase_if(times, [](const auto& entry) { return entry.second.empty(); });
+  for (auto& [key, list] : times) {
+    for (uint64_t& t : list) t = static_cast<uint64_t>(static_cast<int64_t>(t) + unix_minus_mono_ns);
+  }
+}
+
 void RoundSamples::clear() {
   counts.clear();
   stacks.clear();
   missing_stacks = 0;
+  carried_in_.clear();
+  for (const auto& [key, list] : carried_) carried_in_[key] = list.size();
+  times = std::move(carried_);
+  carried_.clear();
 }
 
 Result<void> drain_into(BpfMaps& maps, RoundSamples& round) {
@@ -42,7 +99,11 @@ Result<void> drain_into(BpfMaps& maps, RoundSamples& round) {
     }
     round.counts[key] += count;
   }
-  return maps.finalize_profile_loop(referenced);
+  if (auto r = maps.finalize_profile_loop(referenced); !r) return r;
+  auto times = maps.drain_sample_times();
+  if (!times) return times.error();
+  for (const omniprof_sample_time& record : *times) round.times[record.key].push_back(record.ktime_ns);
+  return ok();
 }
 
 }  // namespace omniprof

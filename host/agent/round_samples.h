@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "bpf/bpf_maps.h"
 #include "omniprof/support/result.h"
@@ -21,16 +22,50 @@ struct StackKeyEqual {
   }
 };
 
-struct RoundSamples {
-  std::unordered_map<omniprof_stack_key, uint64_t, StackKeyHash, StackKeyEqual> counts;
-  std::unordered_map<uint64_t, StackFrames> stacks;
-  uint64_t missing_stacks = 0;  // a count referenced a stack no longer in stack_traces
+template <typename T>
+using StackKeyMap = std::unordered_map<omniprof_stack_key, T, StackKeyHash, StackKeyEqual>;
 
-  uint64_t total() const;
-  void clear();
+// Where the figures of settle_times go (agent stats).
+struct SampleTimeStats {
+  uint64_t untimed = 0;     // samples sent without their times (a time lost or late)
+  uint64_t unmatched = 0;   // times that matched no counted sample, dropped
 };
 
-// Moves stack_counts into `round` and copies the stacks they reference.
+struct RoundSamples {
+  StackKeyMap<uint64_t> counts;
+  std::unordered_map<uint64_t, StackFrames> stacks;
+  uint64_t missing_stacks = 0;  // a count referenced a stack no longer in stack_traces
+  // Each sample's time (CLOCK_MONOTONIC ns), by key, when BPF records them
+  // (BpfMaps::record_sample_times). After settle_times: for each key either
+  // exactly counts[key] times, in order and in ns since the Unix epoch, or
+  // none.
+  StackKeyMap<std::vector<uint64_t>> times;
+
+  uint64_t total() const;
+  // Makes `times` agree with `counts` at the round's close (`close_ns`,
+  // CLOCK_MONOTONIC, taken before its last drain). A time is written after
+  // its count, and the host reads counts before times, so at a drain a key
+  // may have a time whose count the next drain will see (kept for the next
+  // round, the latest first), or a count whose time the next read will see
+  // (the key goes untimed this round, and that late time is dropped next
+  // round). A time carried once that still matches no count is dropped.
+  // `unix_minus_mono_ns`: CLOCK_REALTIME - CLOCK_MONOTONIC at the close.
+  void settle_times(uint64_t close_ns, int64_t unix_minus_mono_ns, SampleTimeStats& stats);
+  // Starts the next round, keeping the times settle_times carried over.
+  void clear();
+
+ private:
+  struct Owed {
+    uint64_t count = 0;     // late times still to come for the closed round
+    uint64_t close_ns = 0;  // taken before that round's close
+  };
+  StackKeyMap<std::vector<uint64_t>> carried_;  // times of the next round's counts
+  StackKeyMap<Owed> owed_;
+  StackKeyMap<size_t> carried_in_;  // of `times`, how many settle_times carried in
+};
+
+// Moves stack_counts into `round` and copies the stacks they reference, then
+// the sample times recorded since the last drain.
 Result<void> drain_into(BpfMaps& maps, RoundSamples& round);
 
 }  // namespace omniprof

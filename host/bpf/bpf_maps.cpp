@@ -4,6 +4,9 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -28,6 +31,7 @@ const std::vector<std::string>& BpfMaps::shared_map_names() {
 }
 
 BpfMaps::~BpfMaps() {
+  if (sample_times_) ring_buffer__free(sample_times_);
   if (skel_) entry_bpf__destroy(skel_);
 }
 
@@ -81,6 +85,39 @@ Result<void> BpfMaps::adjust_map_sizes(const MapSizes& sizes) {
 }
 
 void BpfMaps::enable_pid_filter(bool enabled) { skel_->rodata->filter_pids = enabled ? 1 : 0; }
+
+Result<void> BpfMaps::record_sample_times(uint64_t ring_bytes) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t size = page;
+  while (size < ring_bytes && size < (1ULL << 30)) size <<= 1;  // a power of two pages
+  if (int err = bpf_map__set_max_entries(skel_->maps.sample_times, static_cast<uint32_t>(size)); err) {
+    return make_error(fmt::format("cannot size map sample_times to {} bytes: {}", size, errno_text(err)));
+  }
+  skel_->rodata->record_sample_times = 1;
+  return ok();
+}
+
+Result<std::vector<omniprof_sample_time>> BpfMaps::drain_sample_times() {
+  drained_times_.clear();
+  if (!skel_->rodata->record_sample_times) return std::vector<omniprof_sample_time>{};
+  if (!sample_times_) {
+    sample_times_ = ring_buffer__new(
+        bpf_map__fd(skel_->maps.sample_times),
+        [](void* ctx, void* data, size_t size) -> int {
+          if (size < sizeof(omniprof_sample_time)) return 0;
+          omniprof_sample_time record;
+          std::memcpy(&record, data, sizeof(record));
+          static_cast<std::vector<omniprof_sample_time>*>(ctx)->push_back(record);
+          return 0;
+        },
+        &drained_times_, nullptr);
+    if (!sample_times_) return make_error(fmt::format("cannot open the sample_times ring buffer: {}", errno_text(errno)));
+  }
+  if (int n = ring_buffer__consume(sample_times_); n < 0) {
+    return make_error(fmt::format("cannot read the sample_times ring buffer: {}", errno_text(n)));
+  }
+  return std::move(drained_times_);
+}
 
 Result<void> BpfMaps::load() {
   if (int err = entry_bpf__load(skel_); err) {

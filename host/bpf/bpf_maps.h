@@ -21,6 +21,7 @@
 
 struct entry_bpf;
 struct bpf_object;
+struct ring_buffer;
 
 namespace omniprof {
 
@@ -63,6 +64,9 @@ class BpfMaps {
   // Before load: map sizes from the config, and whether -p filtering is on.
   Result<void> adjust_map_sizes(const MapSizes& sizes);
   void enable_pid_filter(bool enabled);
+  // Before load: makes omniprof_stop write each counted sample's time to
+  // sample_times, a ring of `ring_bytes` (rounded up to a power of two pages).
+  Result<void> record_sample_times(uint64_t ring_bytes);
   // Loads the entry object: creates the shared maps and the host programs,
   // and puts the STOP program in its slot.
   Result<void> load();
@@ -79,6 +83,10 @@ class BpfMaps {
   // Moves every count out of stack_counts (atomic lookup-and-delete where the
   // kernel has it, 5.14+; lookup then delete before that).
   Result<std::vector<StackCount>> drain_stack_counts();
+  // Moves every record out of sample_times, oldest first (none unless
+  // record_sample_times was set). Called after drain_stack_counts, by the
+  // same thread.
+  Result<std::vector<omniprof_sample_time>> drain_sample_times();
   // The stack stored under `stack_id`, `len` frames long (from its key).
   Result<StackFrames> read_stack(uint64_t stack_id, uint32_t len) const;
   // Deletes stacks no count has referenced for two drains in a row. Two, not
@@ -135,6 +143,8 @@ class BpfMaps {
   };
 
   entry_bpf* skel_ = nullptr;
+  ring_buffer* sample_times_ = nullptr;  // open once records are asked for
+  std::vector<omniprof_sample_time> drained_times_;  // drain_sample_times's output
   mutable std::mutex inner_mutex_;
   std::map<std::string, InnerMaps> inner_maps_;
   std::unordered_map<std::string, int> shared_fds_;

@@ -37,7 +37,8 @@ Result<std::string> read_pem(const std::string& path) {
 // The round as one gzip'd OTLP request.
 Result<std::vector<ExportPayload>> encode_otlp(const ProfileBuilder& round) {
   if (round.total_samples() == 0) return std::vector<ExportPayload>{};
-  auto request = otlp_request(round.build(), round.resource_keys(), OtlpScope{"omniprof", OMNIPROF_VERSION});
+  auto request = otlp_request(round.build(), round.resource_keys(), OtlpScope{"omniprof", OMNIPROF_VERSION},
+                              round.sample_times());
   std::string serialized;
   if (!request.SerializeToString(&serialized)) return make_error("the OTLP request exceeds protobuf's 2 GiB limit");
   auto gzipped = gzip_compress(serialized);

@@ -108,7 +108,8 @@ std::string random_profile_id() {
 
 otlp_collector::ExportProfilesServiceRequest otlp_request(const pb::Profile& profile,
                                                           const std::set<std::string>& resource_keys,
-                                                          const OtlpScope& scope) {
+                                                          const OtlpScope& scope,
+                                                          const std::vector<std::vector<uint64_t>>& sample_times) {
   otlp_collector::ExportProfilesServiceRequest request;
   Dictionary dictionary(*request.mutable_dictionary());
   auto& tables = dictionary.tables();
@@ -188,7 +189,8 @@ otlp_collector::ExportProfilesServiceRequest otlp_request(const pb::Profile& pro
   // One ResourceProfiles (and Profile) per process, in the order their first
   // samples come.
   std::map<ResourceKey, otlp_profiles::Profile*> profiles;
-  for (const pb::Sample& sample : profile.sample()) {
+  for (int sample_index = 0; sample_index < profile.sample_size(); ++sample_index) {
+    const pb::Sample& sample = profile.sample(sample_index);
     ResourceKey resource;
     std::vector<int32_t> attributes;
     for (const pb::Label& label : sample.label()) {
@@ -247,7 +249,17 @@ otlp_collector::ExportProfilesServiceRequest otlp_request(const pb::Profile& pro
     auto* out = it->second->add_samples();
     out->set_stack_index(dictionary.stack(stack));
     for (int32_t index : attributes) out->add_attribute_indices(index);
-    out->add_values(count_index < sample.value_size() ? sample.value(count_index) : 0);
+    const int64_t count = count_index < sample.value_size() ? sample.value(count_index) : 0;
+    const std::vector<uint64_t>* times =
+        static_cast<size_t>(sample_index) < sample_times.size() ? &sample_times[static_cast<size_t>(sample_index)] : nullptr;
+    if (times && count > 0 && times->size() == static_cast<size_t>(count)) {
+      for (uint64_t t : *times) {
+        out->add_values(1);
+        out->add_timestamps_unix_nano(t);
+      }
+    } else {
+      out->add_values(count);
+    }
   }
   return request;
 }

@@ -8,9 +8,12 @@
 // its version) and one Profile: sample type samples/count, period type
 // cpu/nanoseconds, the round's start and duration. All profiles share one
 // ProfilesDictionary; every table starts with its zero value and holds no
-// duplicates. Samples are counted by stack in the kernel, not timed one by
-// one, so a sample carries its count (values) and no timestamps: the round's
-// time_unix_nano and duration_nano bound them.
+// duplicates. Samples are counted by stack in the kernel; with the time of
+// each (ProfileBuilder::sample_times) a Sample of count N carries N
+// timestamps_unix_nano and N values of 1, the same event at the same index
+// as the spec asks when both are set. A sample whose times are not all known
+// carries its count alone, as one value; the round's time_unix_nano and
+// duration_nano bound it.
 //
 // Where each pprof label goes is one table (kLabelAttributes below); a pprof
 // label that is neither in it nor a resource label (a plugin's python_gil)
@@ -20,6 +23,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 #include "profile/profile.pb.h"
@@ -54,9 +58,11 @@ struct OtlpScope {
 };
 
 // `resource_keys`: the pprof label keys that describe the process
-// (ProfileBuilder::resource_keys()).
+// (ProfileBuilder::resource_keys()); `sample_times`: each pprof sample's
+// times, by index (ProfileBuilder::sample_times(); empty: none).
 otlp_collector::ExportProfilesServiceRequest otlp_request(const perftools::profiles::Profile& profile,
                                                           const std::set<std::string>& resource_keys,
-                                                          const OtlpScope& scope);
+                                                          const OtlpScope& scope,
+                                                          const std::vector<std::vector<uint64_t>>& sample_times = {});
 
 }  // namespace omniprof

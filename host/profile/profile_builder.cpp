@@ -163,7 +163,7 @@ uint64_t ProfileBuilder::add_location(uint64_t mapping_id, uint64_t address,
 }
 
 void ProfileBuilder::add_sample(const std::vector<uint64_t>& location_ids, int64_t count,
-                                const SampleLabels& labels) {
+                                const SampleLabels& labels, const std::vector<uint64_t>* times_unix_ns) {
   if (count <= 0) return;
   for (uint64_t id : location_ids) {
     if (id == 0 || id > locations_.size()) {
@@ -175,7 +175,26 @@ void ProfileBuilder::add_sample(const std::vector<uint64_t>& location_ids, int64
   }
   SampleKey key{location_ids, labels.pid, labels.tid, intern(labels.comm), intern(labels.thread_name),
                 intern(labels.extra_key), intern(labels.extra_value), intern_resource(labels)};
-  samples_[std::move(key)] += count;
+  SampleValue& value = samples_[std::move(key)];
+  value.count += count;
+  if (value.timed && times_unix_ns && times_unix_ns->size() == static_cast<size_t>(count)) {
+    value.times.insert(value.times.end(), times_unix_ns->begin(), times_unix_ns->end());
+    any_times_ = true;
+  } else {
+    value.timed = false;
+    value.times.clear();
+  }
+}
+
+std::vector<std::vector<uint64_t>> ProfileBuilder::sample_times() const {
+  std::vector<std::vector<uint64_t>> out;
+  if (!any_times_) return out;
+  out.reserve(samples_.size());
+  for (const auto& [key, value] : samples_) {
+    out.push_back(value.timed ? value.times : std::vector<uint64_t>{});
+    std::sort(out.back().begin(), out.back().end());
+  }
+  return out;
 }
 
 std::set<std::string> ProfileBuilder::resource_keys() const {
@@ -276,7 +295,8 @@ pb::Profile ProfileBuilder::build() const {
     function->set_filename(entry.file);
   }
 
-  for (const auto& [key, count] : samples_) {
+  for (const auto& [key, value] : samples_) {
+    const int64_t count = value.count;
     pb::Sample* sample = profile.add_sample();
     for (uint64_t id : key.location_ids) sample->add_location_id(id);
     sample->add_value(count);
@@ -354,7 +374,8 @@ std::vector<std::pair<std::string, std::string>> ProfileBuilder::function_names(
 
 std::vector<FunctionCost> ProfileBuilder::top_functions(size_t n) const {
   std::map<std::string, FunctionCost> costs;
-  for (const auto& [key, count] : samples_) {
+  for (const auto& [key, value] : samples_) {
+    const int64_t count = value.count;
     if (key.location_ids.empty()) continue;  // no stack: nothing to charge
 
     // Flat: the innermost frame of the leaf location.
@@ -392,7 +413,7 @@ std::vector<FunctionCost> ProfileBuilder::top_functions(size_t n) const {
 
 int64_t ProfileBuilder::total_samples() const {
   int64_t total = 0;
-  for (const auto& [key, count] : samples_) total += count;
+  for (const auto& [key, value] : samples_) total += value.count;
   return total;
 }
 

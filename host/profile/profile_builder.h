@@ -99,8 +99,11 @@ class ProfileBuilder {
   // first). Samples with the same stack and labels are merged. count <= 0
   // records nothing; an id not from add_location asserts in debug builds and
   // drops the sample in release builds.
+  // `times_unix_ns`: when each of the `count` samples was taken (ns since
+  // the Unix epoch), or null. A merged sample keeps its times only if every
+  // part came with all of its own.
   void add_sample(const std::vector<uint64_t>& location_ids, int64_t count,
-                  const SampleLabels& labels);
+                  const SampleLabels& labels, const std::vector<uint64_t>* times_unix_ns = nullptr);
 
   void set_duration_ns(int64_t duration_ns) { duration_ns_ = duration_ns; }
   void add_comment(const std::string& comment);
@@ -130,6 +133,10 @@ class ProfileBuilder {
   // from its samples' attributes (OTLP) reads them apart by these.
   std::set<std::string> resource_keys() const;
 
+  // Each sample's times, in build()'s sample order, each sorted: as many as
+  // its count, or none (taken without times). Empty if no sample has times.
+  // pprof has no place for them; OTLP does (otlp_profile.h).
+  std::vector<std::vector<uint64_t>> sample_times() const;
   int64_t period_ns() const { return period_ns_; }
   size_t num_samples() const { return samples_.size(); }  // after merging
   size_t num_locations() const { return locations_.size(); }
@@ -202,8 +209,14 @@ class ProfileBuilder {
   std::vector<LocationEntry> locations_;
   std::map<LocationEntry, uint64_t> location_ids_;
 
+  struct SampleValue {
+    int64_t count = 0;
+    std::vector<uint64_t> times;  // unix ns; meaningful only while `timed`
+    bool timed = true;
+  };
   // Merged samples and their counts. Ordered so build() is deterministic.
-  std::map<SampleKey, int64_t> samples_;
+  std::map<SampleKey, SampleValue> samples_;
+  bool any_times_ = false;
   std::vector<LabelSet> resource_sets_{LabelSet{}};  // [0]: none
   std::map<LabelSet, size_t> resource_set_ids_;
   // The sets already interned, by the shared attributes they came from (one

@@ -32,6 +32,63 @@ std::vector<std::string> round_files(const std::string& dir) {
   return files;
 }
 
+constexpr int64_t kFrequencyHz = 99;
+
+// Each sample says when it was taken: one timestamp per counted sample (the
+// same number of values, each 1), within its profile's time range; nearly
+// every sample has them; a busy thread's samples come about one period
+// apart, as the sampling clock ticks.
+void check_sample_times(const otlp_collector::ExportProfilesServiceRequest& request, int64_t period_ns,
+                        const std::string& file) {
+  int64_t timed = 0, total = 0;
+  std::map<int64_t, std::vector<uint64_t>> by_thread;
+  const auto& d = request.dictionary();
+  for (const auto& rp : request.resource_profiles()) {
+    for (const auto& profile : rp.scope_profiles(0).profiles()) {
+      // CLOCK_REALTIME may be slewed against CLOCK_MONOTONIC (the samples'
+      // clock) by NTP: a millisecond of slack.
+      const uint64_t from = profile.time_unix_nano() - 1000000;
+      const uint64_t until = profile.time_unix_nano() + profile.duration_nano() + 1000000;
+      for (const auto& sample : profile.samples()) {
+        int64_t count = 0;
+        for (int64_t v : sample.values()) count += v;
+        total += count;
+        if (sample.timestamps_unix_nano_size() == 0) continue;
+        EXPECT_EQ(sample.timestamps_unix_nano_size(), sample.values_size()) << file;
+        for (int64_t v : sample.values()) EXPECT_EQ(v, 1) << file;
+        timed += count;
+        int64_t tid = 0;
+        for (int32_t a : sample.attribute_indices()) {
+          if (d.string_table(d.attribute_table(a).key_strindex()) == "thread.id") tid = d.attribute_table(a).value().int_value();
+        }
+        for (uint64_t t : sample.timestamps_unix_nano()) {
+          EXPECT_GE(t, from) << file;
+          EXPECT_LE(t, until) << file;
+          by_thread[tid].push_back(t);
+        }
+      }
+    }
+  }
+  EXPECT_GT(total, 0) << file;
+  EXPECT_GE(timed * 100, total * 95) << file << ": " << timed << " of " << total << " samples timed";
+  // The busiest thread's gaps: their median about a period (a thread on CPU
+  // the whole time is sampled at every tick; preemption on a loaded machine
+  // only stretches gaps).
+  std::vector<uint64_t>* busiest = nullptr;
+  for (auto& [tid, list] : by_thread) {
+    if (!busiest || list.size() > busiest->size()) busiest = &list;
+  }
+  ASSERT_NE(busiest, nullptr) << file;
+  ASSERT_GE(busiest->size(), 20u) << file;
+  std::sort(busiest->begin(), busiest->end());
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < busiest->size(); ++i) gaps.push_back(static_cast<int64_t>((*busiest)[i] - (*busiest)[i - 1]));
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+  const int64_t median = gaps[gaps.size() / 2];
+  EXPECT_GE(median, period_ns / 2) << file;
+  EXPECT_LE(median, period_ns * 4) << file;
+}
+
 // Every pprof file of `dir` has an OTLP request of the same round (same
 // start) that says the same; returns how many rounds were compared.
 size_t compare_rounds(const std::string& dir, const std::vector<testing_support::Receiver::Arrival>& arrivals,
@@ -54,6 +111,7 @@ size_t compare_rounds(const std::string& dir, const std::vector<testing_support:
     EXPECT_NE(match, nullptr) << "no OTLP request for the round of " << file;
     if (!match) continue;
     EXPECT_EQ(otlp_compare::from_otlp(match->request), otlp_compare::from_pprof(*pprof)) << file;
+    check_sample_times(match->request, 1000000000 / kFrequencyHz, file);
     // The resource is the workload's process.
     std::map<std::string, std::string> resource;
     for (const auto& kv : match->request.resource_profiles(0).resource().attributes()) {
@@ -79,7 +137,7 @@ TEST(ExportTest, RunSendsEachRoundOverOtlpAndToPyroscope) {
   const std::string grpc_profiles = dir + "/grpc";
   fs::create_directories(grpc_profiles);
   const std::string config = dir + "/omniprof.yaml";
-  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 99\n"
+  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: " << kFrequencyHz << "\n"
                         << "pids: [" << workload_process.pid() << "]\n"
                         << "output:\n  directory: " << grpc_profiles << "\n"
                         << "export:\n  otlp:\n    endpoint: " << receiver.grpc_endpoint() << "\n    protocol: grpc\n"
@@ -114,7 +172,7 @@ TEST(ExportTest, RunSendsEachRoundOverOtlpAndToPyroscope) {
   const std::string http_profiles = dir + "/http";
   fs::create_directories(http_profiles);
   const std::string env_config = dir + "/env.yaml";
-  std::ofstream(env_config) << "round_seconds: 2\nsampling:\n  frequency_hz: 99\n"
+  std::ofstream(env_config) << "round_seconds: 2\nsampling:\n  frequency_hz: " << kFrequencyHz << "\n"
                             << "pids: [" << workload_process.pid() << "]\n"
                             << "output:\n  directory: " << http_profiles << "\n";
   const size_t before = receiver.arrivals().size();
@@ -186,7 +244,7 @@ TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
   const std::string profiles = dir + "/profiles", config = dir + "/omniprof.yaml";
   fs::create_directories(profiles);
   constexpr int kRounds = 12;
-  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 99\n"
+  std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: " << kFrequencyHz << "\n"
                         << "pids: [" << workload_process.pid() << "]\n"
                         << "output:\n  directory: " << profiles << "\n"
                         << "export:\n  queue_rounds: " << kRounds << "\n  shutdown_wait_seconds: 20\n"

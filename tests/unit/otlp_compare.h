@@ -113,7 +113,11 @@ inline Samples from_otlp(const omniprof::otlp_collector::ExportProfilesServiceRe
             line += fmt::format(" in {} {} ({})", location.mapping_index() ? str(mapping.filename_strindex()) : "",
                                 build_id, type);
           }
-          out[line] += s.values_size() ? s.values(0) : 0;
+          // A timed sample is N values of 1 beside its N timestamps; an
+          // untimed one its count. Either way, the sum is its count.
+          int64_t count = 0;
+          for (int64_t v : s.values()) count += v;
+          out[line] += count;
         }
       }
     }

@@ -68,7 +68,8 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_USER_REGS_ERROR = 14,   /* user registers unreadable: kernel frames only */
   OMNIPROF_STAT_MARKS_FULL = 15,        /* more interpreter loop frames than marks: the rest unmarked */
   OMNIPROF_STAT_INTERPRETER_TRUNCATED = 16, /* interpreter frames past OMNIPROF_MAX_STACK_DEPTH dropped */
-  OMNIPROF_NUM_HOST_STATS = 17
+  OMNIPROF_STAT_SAMPLE_TIMES_LOST = 17, /* sample_times full: a sample counted without its time */
+  OMNIPROF_NUM_HOST_STATS = 18
 };
 
 enum omniprof_native_stat {
@@ -191,6 +192,15 @@ struct omniprof_stack_key {
   omniprof_u8 label_value;
   omniprof_u16 reserved;
   char thread_name[OMNIPROF_COMM_LEN];
+};
+
+/* When one sample was taken (bpf_ktime_get_ns: CLOCK_MONOTONIC) and under
+ * which key it was counted: a record of the host's sample_times ring buffer,
+ * written after the count when the host asks for per-sample times (OTLP
+ * export). Private to the host's entry object: plugins never see it. */
+struct omniprof_sample_time {
+  omniprof_u64 ktime_ns;
+  struct omniprof_stack_key key;
 };
 
 /* ---- Processes -------------------------------------------------------------*/
@@ -394,6 +404,7 @@ struct omniprof_unwind_state {
 #define OMNIPROF_MAP_UNWIND_INFO "executable_unwind_info"
 #define OMNIPROF_MAP_EVENTS "events"
 #define OMNIPROF_MAP_EVENT_REQUESTS "event_requests"
+#define OMNIPROF_MAP_SAMPLE_TIMES "sample_times"
 
 #define OMNIPROF_DEFAULT_STACK_COUNTS 10240
 #define OMNIPROF_DEFAULT_STACK_TRACES 32768 /* fragments of 16 frames */
