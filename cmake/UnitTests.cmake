@@ -1,3 +1,16 @@
+# How googletest binaries become ctest entries.
+#
+# omniprof_add_gtest_entry(NAME name COMMAND command...): one ctest entry
+# that runs a whole gtest binary, or the tests of it a --gtest_filter picks,
+# through cmake/run_gtest_entry.sh. gtest exits 0 when all it ran were
+# skipped and when its filter matched nothing; through the script a skip
+# shows as skipped (exit 77, SKIP_RETURN_CODE) and an entry that ran no test
+# fails. COMMAND names the binary with $<TARGET_FILE:target>. Every entry
+# that runs more than one gtest test, or runs tests by a filter, is made
+# with it (tests/CMakeLists.txt, UnitSuite.* below); gtest_discover_tests'
+# one-test entries need not: each is one test the binary listed, and
+# CMake's own SKIP_REGULAR_EXPRESSION shows its skip.
+#
 # omniprof_discover_unit_tests(TARGET): the ctest entries of one gtest unit
 # test binary, two ways.
 #
@@ -17,8 +30,19 @@
 # host they would run every test a second time.
 include(GoogleTest)
 
+set(OMNIPROF_GTEST_ENTRY_RUNNER ${CMAKE_CURRENT_LIST_DIR}/run_gtest_entry.sh)
+
+function(omniprof_add_gtest_entry)
+  cmake_parse_arguments(PARSE_ARGV 0 entry "" "NAME" "COMMAND")
+  if(NOT entry_NAME OR NOT entry_COMMAND OR entry_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "omniprof_add_gtest_entry(NAME name COMMAND command...): got '${ARGV}'")
+  endif()
+  add_test(NAME ${entry_NAME} COMMAND bash ${OMNIPROF_GTEST_ENTRY_RUNNER} ${entry_COMMAND})
+  set_tests_properties(${entry_NAME} PROPERTIES SKIP_RETURN_CODE 77)
+endfunction()
+
 function(omniprof_discover_unit_tests target)
   gtest_discover_tests(${target} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
-  add_test(NAME UnitSuite.${target} COMMAND ${target})
+  omniprof_add_gtest_entry(NAME UnitSuite.${target} COMMAND $<TARGET_FILE:${target}>)
   set_tests_properties(UnitSuite.${target} PROPERTIES LABELS unit_suite)
 endfunction()

@@ -23,8 +23,9 @@ ip link set lo up 2>/dev/null || busybox ip link set lo up || echo "kernel-matri
 cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_DIR"; echo 1 >"$results/status"; exit 1; }
 # What depends on the kernel: every entry but the host_only ones (what
 # does not depend on it and is slow under TCG: Packaging.install_remove_purge
-# with cpack and lintian, the SDK's compile-and-link tests, the systemd unit's
-# verification) and the per-test unit entries (label unit): the guest runs
+# with cpack and lintian, the SDK's header and pkg-config compile-and-link
+# tests, the systemd unit's verification; the SDK tests that load the docs'
+# plugin's BPF run here) and the per-test unit entries (label unit): the guest runs
 # each unit test binary as one entry instead (UnitSuite.*, label unit_suite;
 # cmake/UnitTests.cmake says why). The ThreadSanitizer build's entry stays on
 # the host: it tests the host's threading, not the kernel. -FS: the Node.js
@@ -32,7 +33,10 @@ cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_
 # the installed SDK) is not rerun here: the entry loads the perfmap.so the
 # host's run of the suite built in this same build tree (scripts/test.sh runs
 # it first). MATRIX_CTEST_EXCLUDE: what this kernel's guest leaves out
-# (scripts/kernel-matrix.sh says what and why).
+# (scripts/kernel-matrix.sh says what and why). A gtest entry whose tests
+# were skipped is reported skipped (status="notrun" in the JUnit report,
+# cmake/run_gtest_entry.sh), which the host counts as a skip and, under
+# CI=true, fails.
 # shellcheck disable=SC2086  # MATRIX_CTEST_ARGS is a list of words
 ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" --output-junit "$results/ctest-junit.xml" \
   -LE 'host_only|^unit$' -FS perfmap_out_of_tree ${MATRIX_CTEST_EXCLUDE:+-E "$MATRIX_CTEST_EXCLUDE"} $MATRIX_CTEST_ARGS
