@@ -156,12 +156,13 @@ void ExecutableInfoManager::load_referenced(const std::vector<uint64_t>& file_id
   }
 }
 
-void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
+bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(file_id);
-  if (it == entries_.end() || it->second.references == 0) return;
-  if (--it->second.references > 0) return;
-  if (it->second.loaded) {
+  if (it == entries_.end() || it->second.references == 0) return false;
+  if (--it->second.references > 0) return false;
+  const bool unloaded = it->second.loaded;
+  if (unloaded) {
     loader_.unload(file_id);
     stats_.loaded--;
     stats_.unloaded++;
@@ -172,6 +173,7 @@ void ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
   std::lock_guard<std::mutex> status_lock(status_mutex_);
   settled_.erase(file_id);
   referenced_.erase(file_id);
+  return unloaded;
 }
 
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {

@@ -103,8 +103,9 @@ class ExecutableInfoManager {
   std::vector<uint64_t> add_refs(const std::vector<Reference>& references);
   // Loads the files add_refs returned (those not loaded since).
   void load_referenced(const std::vector<uint64_t>& file_ids);
-  // A process that mapped `file_id` is gone or replaced its mappings.
-  void remove_or_dec_ref(uint64_t file_id);
+  // A process that mapped `file_id` is gone or replaced its mappings. True
+  // when that was its last reference and its loaded table was unloaded.
+  bool remove_or_dec_ref(uint64_t file_id);
   // Retries deferred files whose backoff has passed. Called once per drain;
   // does nothing while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());

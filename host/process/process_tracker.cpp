@@ -168,14 +168,19 @@ bool ProcessTracker::same_mappings(const ProcessSnapshot& a, const ProcessSnapsh
   return true;
 }
 
-void ProcessTracker::release(const ProcessSnapshot& snapshot) {
-  if (!executables_) return;
+std::string ProcessTracker::release(const ProcessSnapshot& snapshot) {
+  if (!executables_) return {};
   std::vector<uint64_t> seen;
-  for (const auto& e : snapshot.executables) {
+  std::string unloaded;
+  for (size_t i = 0; i < snapshot.executables.size(); ++i) {
+    const ExecutableRef& e = snapshot.executables[i];
     if (e.file_id == 0 || std::find(seen.begin(), seen.end(), e.file_id) != seen.end()) continue;
     seen.push_back(e.file_id);
-    executables_->remove_or_dec_ref(e.file_id);
+    if (executables_->remove_or_dec_ref(e.file_id) && i < snapshot.mappings.size()) {
+      unloaded += (unloaded.empty() ? "" : ", ") + snapshot.mappings[i].path;
+    }
   }
+  return unloaded;
 }
 
 std::optional<std::vector<ProcMapping>> ProcessTracker::executable_mappings(int32_t pid) {
@@ -536,7 +541,14 @@ void ProcessTracker::end_round() {
     }
   }
   // The last reference to an executable unloads its table in the plugins.
-  for (const auto& snapshot : forgotten) release(*snapshot);
+  // Which process took which tables with it is logged (debug) per process:
+  // host.executables_unloaded counts them machine-wide.
+  for (const auto& snapshot : forgotten) {
+    const std::string unloaded = release(*snapshot);
+    if (!unloaded.empty()) {
+      log().debug("pid {} gone: unwind tables unloaded (no other process maps them): {}", snapshot->pid, unloaded);
+    }
+  }
   // After the round's profile is assembled (the agent calls end_round then):
   // plugins may drop what they kept to name the process's frames.
   for (const auto& snapshot : forgotten) forget_in_plugins(snapshot->pid);

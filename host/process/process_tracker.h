@@ -142,7 +142,10 @@ class ProcessTracker {
   // process_info of the snapshot, with the interpreter plugin that claims it
   // (its runtime, version and interpreter files noted in the snapshot).
   void write_process_info(ProcessSnapshot& snapshot);
-  void release(const ProcessSnapshot& snapshot);
+  // Drops the snapshot's references to its executables; returns the files
+  // (as the process mapped them, comma-separated) whose last reference it
+  // was, their tables unloaded.
+  std::string release(const ProcessSnapshot& snapshot);
   // Nothing mapped or unmapped: a refresh has nothing to publish.
   static bool same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b);
   // The [vdso] is in no file: its image is copied out of the process once

@@ -23,6 +23,9 @@ struct Workload {
   std::string name;
   std::vector<std::string> args;
   std::vector<std::string> chain;  // leaf first, consecutive frames every leaf sample must carry
+  // Whether the workload takes one more argument, a file it waits for
+  // before its event: the test creates it once the agent records.
+  bool waits_for_recording = false;
 };
 
 std::vector<std::string> recursion_chain(int depth) {
@@ -40,14 +43,19 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
   const Workload& w = GetParam();
+  const std::string dir = temp_dir(w.name);
+  const std::string go = dir + "/go", out = dir + "/profile.pb.gz";
   std::vector<std::string> argv = {workload(w.name)};
   argv.insert(argv.end(), w.args.begin(), w.args.end());
+  if (w.waits_for_recording) argv.push_back(go);
   BackgroundProcess target(argv);
-  std::string out = temp_dir(w.name) + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "5", "-F", "99", "-p",
-                             std::to_string(target.pid()), "-o", out});
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("native.dwarf_frames"), std::string::npos) << result.out;
+  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "5", "-F", "99", "-p", std::to_string(target.pid()), "-o", out},
+                          dir + "/record.log");
+  ASSERT_TRUE(record.wait_until_recording()) << "omniprof record never started recording:\n" << record.output();
+  if (w.waits_for_recording) std::ofstream(go) << "go\n";
+  ASSERT_EQ(record.wait(), 0) << record.output();
+  const std::string output = record.output();
+  EXPECT_NE(output.find("native.dwarf_frames"), std::string::npos) << output;
 
   std::string error;
   auto traces = read_traces_with_go(out, &error);
@@ -63,7 +71,7 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
   ASSERT_GT(leaf, 100) << "too few leaf samples to judge";
   EXPECT_GE(whole * 100, leaf * 95) << whole << " of " << leaf
                                     << " leaf samples carry the whole chain; one that does not: " << example
-                                    << "\n" << result.out;
+                                    << "\n" << output;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -74,8 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Workload{"chain_nofp_shared", {"20"}, kChain},
                       Workload{"threads_nofp", {"20"}, {"leaf", "stage_c", "stage_b", "stage_a", "worker"}},
                       Workload{"recursion_nofp", {"20", "60"}, recursion_chain(60)},
-                      // The library is mapped 1.5 s after start, once the agent has read the process.
-                      Workload{"dlopen_nofp", {"20", "1.5"}, {"dl_leaf", "dl_stage", "main"}},
+                      // The library is mapped once the agent has read the process and records.
+                      Workload{"dlopen_nofp", {"20"}, {"dl_leaf", "dl_stage", "main"}, true},
                       // The [vdso] is in no file: its table comes from the process's image.
                       Workload{"vdso_clock_nofp", {"20"},
                                {"__vdso_clock_gettime", "clock_gettime", "read_clock", "main"}}),
@@ -142,11 +150,18 @@ TEST(DwarfUnwindLimitsTest, ExecReplacesTheMappings) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
   // The pid stays, the program changes: a shell that execs the workload
-  // once the agent has described the shell.
-  BackgroundProcess target({"/bin/sh", "-c", "sleep 2; exec " + workload("chain_nofp_nopie") + " 20"});
-  std::string out = temp_dir("exec") + "/profile.pb.gz";
-  auto result = run_command({OMNIPROF_BINARY, "record", "-d", "6", "-p", std::to_string(target.pid()), "-o", out});
-  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // once the agent has described the shell, which it has when it records.
+  const std::string dir = temp_dir("exec");
+  const std::string go = dir + "/go", out = dir + "/profile.pb.gz";
+  BackgroundProcess target({"/bin/sh", "-c",
+                            "i=0; while [ ! -e \"$0\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; "
+                            "exec \"$1\" 20",
+                            go, workload("chain_nofp_nopie")});
+  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "6", "-p", std::to_string(target.pid()), "-o", out},
+                          dir + "/record.log");
+  ASSERT_TRUE(record.wait_until_recording()) << "omniprof record never started recording:\n" << record.output();
+  std::ofstream(go) << "go\n";
+  ASSERT_EQ(record.wait(), 0) << record.output();
   std::string error;
   auto traces = read_traces_with_go(out, &error);
   ASSERT_FALSE(traces.empty()) << error;
@@ -243,21 +258,30 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   OMNIPROF_REQUIRE_BPF();
   // The workload starts once the agent records, not after a guessed delay:
   // start-up takes seconds under emulation (the kernel matrix), longer than
-  // the workload lives. It exits with seconds of recording left.
-  std::string dir = temp_dir("exit");
-  std::string out = dir + "/profile.pb.gz", log = dir + "/record.log";
-  BackgroundProcess record({"/bin/sh", "-c", "exec \"$0\" record -d 5 -o \"$1\" >\"$2\" 2>&1", OMNIPROF_BINARY, out, log},
-                           BackgroundProcess::Role::kJudge);
-  ASSERT_TRUE(wait_for_recording(record.pid(), log, std::chrono::seconds(120))) << "omniprof record never started recording";
-  BackgroundProcess target({workload("chain_nofp_nopie"), "2"});
+  // the workload lives. It exits with seconds of recording left. The agent
+  // logs at debug level, where it names each exited process whose tables it
+  // unloaded, and which files they were.
+  const std::string dir = temp_dir("exit");
+  const std::string out = dir + "/profile.pb.gz";
+  std::ofstream(dir + "/omniprof.yaml") << "log_level: debug\n";
+  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "5", "-o", out}, dir + "/record.log",
+                          {"OMNIPROF_CONFIG_DIR=" + dir});
+  ASSERT_TRUE(record.wait_until_recording()) << "omniprof record never started recording:\n" << record.output();
+  const std::string executable = std::filesystem::canonical(workload("chain_nofp_nopie")).string();
+  BackgroundProcess target({executable, "2"});
+  const pid_t pid = target.pid();
   EXPECT_EQ(target.wait(), 0);
-  int exit_code = record.wait();
-  std::stringstream output;
-  output << std::ifstream(log).rdbuf();
-  ASSERT_EQ(exit_code, 0) << output.str();
+  ASSERT_EQ(record.wait(), 0) << record.output();
   // The workload's own executable is mapped by no other process: its table
-  // leaves the maps with it.
-  EXPECT_NE(output.str().find("host.executables_unloaded"), std::string::npos) << output.str();
+  // leaves the maps with it, and the agent says so of that pid.
+  const std::string released = "pid " + std::to_string(pid) + " gone: unwind tables unloaded";
+  std::istringstream lines(record.output());
+  std::string line, of_pid;
+  while (std::getline(lines, line)) {
+    if (line.find(released) != std::string::npos) of_pid = line;
+  }
+  ASSERT_FALSE(of_pid.empty()) << "no line '" << released << "'";
+  EXPECT_NE(of_pid.find(executable), std::string::npos) << of_pid;
 }
 
 }  // namespace

@@ -178,6 +178,41 @@ bool wait_for_mapping(pid_t pid, const std::string& path, std::chrono::seconds l
   return false;
 }
 
+namespace {
+
+std::vector<std::string> record_in_shell(const std::string& binary, const std::vector<std::string>& args,
+                                         const std::string& log, const std::vector<std::string>& environment) {
+  // The arguments are paths, numbers and settings chosen by the tests:
+  // quoting with single quotes is enough.
+  std::string command = "exec";
+  if (!environment.empty()) command += " env";
+  for (const auto& e : environment) command += " '" + e + "'";
+  command += " '" + binary + "' record";
+  for (const auto& a : args) command += " '" + a + "'";
+  command += " > '" + log + "' 2>&1";
+  return {"/bin/sh", "-c", command};
+}
+
+}  // namespace
+
+BackgroundRecord::BackgroundRecord(const std::string& binary, const std::vector<std::string>& args,
+                                   const std::string& log, const std::vector<std::string>& environment)
+    : log_(log), process_(record_in_shell(binary, args, log, environment), BackgroundProcess::Role::kJudge) {}
+
+bool BackgroundRecord::wait_until_recording() {
+  // Emulated guests take a minute or more to load and verify BPF.
+  return wait_for_recording(process_.pid(), log_, std::chrono::seconds(120));
+}
+
+int BackgroundRecord::wait() { return process_.wait(); }
+
+std::string BackgroundRecord::output() const {
+  std::ifstream in(log_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 std::vector<PprofTrace> traces_of_pid(const std::vector<PprofTrace>& traces, pid_t pid) {
   std::vector<PprofTrace> out;
   for (const auto& t : traces) {

@@ -66,6 +66,25 @@ class BackgroundProcess {
   bool reaped_ = false;
 };
 
+// `BINARY record ARGS` in the background, ahead of the workloads, its
+// stdout and stderr in LOG, with ENVIRONMENT ("NAME=VALUE" each) set for it.
+// What a test does to a workload once the agent records (wait_for_recording)
+// it does after wait_until_recording, not after a guessed delay.
+class BackgroundRecord {
+ public:
+  BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log,
+                   const std::vector<std::string>& environment = {});
+  pid_t pid() const { return process_.pid(); }
+  // wait_for_recording of this agent: false if it ended first or 120 s passed.
+  bool wait_until_recording();
+  int wait();  // exit code
+  std::string output() const;  // what it has logged so far
+
+ private:
+  std::string log_;
+  BackgroundProcess process_;
+};
+
 // Runs `go tool pprof OPTIONS PROFILE` (with a private GOCACHE and HOME).
 CommandResult run_go_pprof(const std::vector<std::string>& options, const std::string& profile_path);
 

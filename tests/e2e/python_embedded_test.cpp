@@ -63,39 +63,6 @@ EmbeddedCount count_embedded(const std::vector<PprofTrace>& traces) {
   return count;
 }
 
-// Runs `omniprof record` in the background with its output in `log`, and
-// returns once it says it records (after its start-up, which takes seconds
-// in slow guests), or after 120 s.
-class BackgroundRecord {
- public:
-  BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log)
-      : log_(log), process_(shell_argv(binary, args, log), BackgroundProcess::Role::kJudge) {}
-
-  bool wait_until_recording() { return wait_for_recording(process_.pid(), log_, std::chrono::seconds(120)); }
-  int wait() { return process_.wait(); }
-  std::string output() const {
-    std::ifstream in(log_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
- private:
-  static std::vector<std::string> shell_argv(const std::string& binary, const std::vector<std::string>& args,
-                                             const std::string& log) {
-    // The arguments are paths and numbers chosen by the tests: quoting with
-    // single quotes is enough.
-    // Every native frame kept, as record() below.
-    std::string command = "exec '" + binary + "' record --keep-interpreter-internals";
-    for (const auto& a : args) command += " '" + a + "'";
-    command += " > '" + log + "' 2>&1";
-    return {"/bin/sh", "-c", command};
-  }
-
-  std::string log_;
-  BackgroundProcess process_;
-};
-
 CommandResult record(const std::string& binary, const std::vector<std::string>& args) {
   // The embedding program's stack is judged through the interpreter's own
   // frames (its evaluation loop): every native frame kept.
@@ -129,7 +96,7 @@ TEST(PythonEmbeddedTest, LinkedLibpythonGivesPythonFramesUnderTheProgramsMain) {
   expect_python_under_main(out, embedded.pid(), result.out + result.err);
 }
 
-// libpython dlopen()ed 1.5 s after omniprof samples: the process was
+// libpython dlopen()ed once omniprof samples: the process was
 // described without it, so its Python frames appear only if the native
 // walk's request for unknown pcs makes the host re-read the mappings and
 // the plugin's detect_process run again.
@@ -139,9 +106,13 @@ TEST(PythonEmbeddedTest, LibpythonDlopenedAfterDescriptionIsFoundOnRefresh) {
   OMNIPROF_REQUIRE_EMBED_WORKLOAD("embed_dlopen");
   std::string dir = temp_dir("embed-dlopen");
   std::string go = dir + "/go";
-  BackgroundProcess embedded({workload("embed_dlopen"), "40", go, "1.5"});
+  // No delay after `go`: the agent has described the process once it records.
+  BackgroundProcess embedded({workload("embed_dlopen"), "40", go, "0"});
   std::string out = dir + "/profile.pb.gz";
-  BackgroundRecord recording(OMNIPROF_BINARY, {"-d", "8", "-F", "99", "-p", std::to_string(embedded.pid()), "-o", out},
+  // Every native frame kept, as record() above.
+  BackgroundRecord recording(OMNIPROF_BINARY,
+                             {"--keep-interpreter-internals", "-d", "8", "-F", "99", "-p",
+                              std::to_string(embedded.pid()), "-o", out},
                              dir + "/record.log");
   ASSERT_TRUE(recording.wait_until_recording()) << recording.output();
   std::ofstream(go) << "sampling\n";

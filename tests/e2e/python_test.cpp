@@ -356,8 +356,15 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
     for (const auto& w : works) {
       if (s.has(w)) present.push_back(w);
     }
-    if (present.empty()) continue;
-    const std::string& w = present.front();
+    // A sample is the thread's whose tid it carries, whatever its frames
+    // say (a Python leaf named wrongly is one of its failures, not dropped),
+    // or else the thread's whose work function it holds.
+    std::string w;
+    for (const auto& candidate : works) {
+      if (s.label("tid") == r.thread_tids.at(candidate)) w = candidate;
+    }
+    if (w.empty() && !present.empty()) w = present.front();
+    if (w.empty()) continue;
     total[w] += s.count;
     if (!in_gil_switch(s)) {
       working[w] += s.count;
@@ -367,8 +374,8 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
     // thread_one_work is called by thread_one, and so on; no other thread's
     // function may be in the stack.
     auto py = function_names(python_frames(s));
-    bool ok = present.size() == 1 && s.label("tid") == r.thread_tids.at(w) && py.size() >= 2 && py[0] == w &&
-              py[1] == w.substr(0, w.size() - 5);
+    bool ok = present == std::vector<std::string>{w} && s.label("tid") == r.thread_tids.at(w) && py.size() >= 2 &&
+              py[0] == w && py[1] == w.substr(0, w.size() - 5);
     if (ok) {
       whole[w] += s.count;
     } else if (counterexample[w].empty()) {
@@ -376,11 +383,9 @@ TEST_P(PythonProfileTest, EachThreadHasItsOwnTidStackAndGilState) {
     }
   }
   for (const auto& w : works) {
-    if (w == "thread_three_work") {
-      EXPECT_EQ(whole[w], total[w]) << w << ", tid " << r.thread_tids.at(w) << ": " << counterexample[w];
-      continue;  // asleep: few samples
-    }
-    ASSERT_GE(total[w], 50) << "too few samples of " << w << " to judge\n" << r.record_output;
+    // thread_three is on a CPU a fifth of its time: fewer samples.
+    const int64_t enough = w == "thread_three_work" ? 20 : 50;
+    ASSERT_GE(total[w], enough) << "too few samples of " << w << " to judge\n" << r.record_output;
     EXPECT_GE(whole[w] * 100, total[w] * 95) << whole[w] << " of " << total[w] << " samples of " << w
                                              << " carry tid " << r.thread_tids.at(w)
                                              << " and that thread's stack alone; one that does not: "

@@ -309,16 +309,28 @@ TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
     for (const auto& w : works) {
       if (std::find(rb.begin(), rb.end(), "Threads#" + w) != rb.end()) present.push_back(w);
     }
-    if (present.empty()) continue;
-    const std::string& w = present.front();
+    // A sample is the thread's whose tid it carries, whatever its frames say
+    // (frames that miss the thread's work method are one of its failures,
+    // not dropped), or else the thread's whose work method it holds.
+    std::string w;
+    for (const auto& candidate : works) {
+      if (s.label("tid") == r.thread_tids.at(candidate)) w = candidate;
+    }
+    if (w.empty() && !present.empty()) w = present.front();
+    if (w.empty()) continue;
     total[w] += s.count;
-    // thread_one_work is called from the block of loop_until that
-    // thread_one called, in a thread's block: no other thread's method.
-    auto at = std::find(rb.begin(), rb.end(), "Threads#" + w);
-    std::vector<std::string> own(at, rb.end());
+    // thread_one_work holds the loop (loop_until, its block above) and is
+    // called by thread_one, in a thread's block: no other thread's method.
+    const size_t at = static_cast<size_t>(std::find(rb.begin(), rb.end(), "Threads#" + w) - rb.begin());
     const std::string thread = w.substr(0, w.size() - 5);
-    bool ok = present.size() == 1 && s.label("tid") == r.thread_tids.at(w) && own.size() >= 4 &&
-              own[1] == "block in Threads#" + thread && own[2] == "Threads#loop_until" && own[3] == "Threads#" + thread;
+    // Above loop_until: nothing (it compares the clock), the clock it reads
+    // between yields, or its block and what the block calls.
+    auto above_loop = [&] {
+      return at == 1 || rb[at - 2] == "Process.clock_gettime" || rb[at - 2] == "block in Threads#" + w;
+    };
+    bool ok = present == std::vector<std::string>{w} && s.label("tid") == r.thread_tids.at(w) && at >= 1 &&
+              at + 1 < rb.size() && rb[at + 1] == "Threads#" + thread && rb[at - 1] == "Threads#loop_until" &&
+              above_loop();
     if (ok) {
       whole[w] += s.count;
     } else if (counterexample[w].empty()) {
@@ -326,11 +338,9 @@ TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
     }
   }
   for (const auto& w : works) {
-    if (w == "thread_three_work") {
-      EXPECT_EQ(whole[w], total[w]) << w << ", tid " << r.thread_tids.at(w) << ": " << counterexample[w];
-      continue;  // asleep: few samples
-    }
-    ASSERT_GE(total[w], 50) << "too few samples of " << w << " to judge\n" << r.record_output;
+    // thread_three is on a CPU about a tenth of its time: fewer samples.
+    const int64_t enough = w == "thread_three_work" ? 20 : 50;
+    ASSERT_GE(total[w], enough) << "too few samples of " << w << " to judge\n" << r.record_output;
     EXPECT_GE(whole[w] * 100, total[w] * 95) << whole[w] << " of " << total[w] << " samples of " << w
                                              << " carry tid " << r.thread_tids.at(w)
                                              << " and that thread's stack alone; one that does not: "

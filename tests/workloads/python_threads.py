@@ -2,7 +2,8 @@
 #  - thread_one_work: pure Python, holds the GIL while it runs;
 #  - thread_two_work: zlib.compress of a 4 MB buffer, which releases the GIL
 #    while it compresses;
-#  - thread_three_work: mostly asleep in time.sleep.
+#  - thread_three_work: mostly asleep in time.sleep, on a CPU a fifth of
+#    its time (2 ms of work between 10 ms sleeps): enough samples to judge.
 # Writes "NAME TID" per thread to OUT_FILE once all three have started.
 #
 #   python python_threads.py SECONDS OUT_FILE
@@ -56,6 +57,9 @@ def thread_two(deadline, tids, started):
 
 def thread_three_work(deadline):
     while time.time() < deadline:
+        busy_until = time.time() + 0.002
+        while time.time() < busy_until:
+            pass
         time.sleep(0.01)
 
 

@@ -1,7 +1,10 @@
 # Three Ruby threads, each in its own methods: Threads#thread_one_work under
-# #thread_one, and so on (thread_three mostly sleeps). Once all three run it
-# writes "METHOD TID" per thread to OUT_FILE (Thread#native_thread_id, 3.1+;
-# before that the tid whose /proc comm is the thread's name).
+# #thread_one, and so on; each work method holds its thread's loop, so every
+# sample of the thread has it. thread_three mostly sleeps, on a CPU about a
+# tenth of its time (a short spin between 10 ms sleeps): enough samples to
+# judge. Once all three run it writes "METHOD TID" per thread to OUT_FILE
+# (Thread#native_thread_id, 3.1+; before that the tid whose /proc comm is
+# the thread's name).
 #
 #   ruby ruby_threads.rb SECONDS OUT_FILE
 class Threads
@@ -15,24 +18,27 @@ class Threads
     total
   end
 
-  def thread_one_work
-    spin(20_000)
+  def thread_one_work(deadline)
+    loop_until(deadline) { spin(20_000) }
   end
-  def thread_two_work
-    spin(20_000)
+  def thread_two_work(deadline)
+    loop_until(deadline) { spin(20_000) }
   end
-  def thread_three_work
-    sleep(0.01)
+  def thread_three_work(deadline)
+    loop_until(deadline) do
+      spin(2_000)
+      sleep(0.01)
+    end
   end
 
   def thread_one(deadline)
-    loop_until(deadline) { thread_one_work }
+    thread_one_work(deadline)
   end
   def thread_two(deadline)
-    loop_until(deadline) { thread_two_work }
+    thread_two_work(deadline)
   end
   def thread_three(deadline)
-    loop_until(deadline) { thread_three_work }
+    thread_three_work(deadline)
   end
 
   def loop_until(deadline)
