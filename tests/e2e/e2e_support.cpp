@@ -199,9 +199,12 @@ BackgroundRecord::BackgroundRecord(const std::string& binary, const std::vector<
                                    const std::string& log, const std::vector<std::string>& environment)
     : log_(log), process_(record_in_shell(binary, args, log, environment), BackgroundProcess::Role::kJudge) {}
 
-bool BackgroundRecord::wait_until_recording() {
-  // Emulated guests take a minute or more to load and verify BPF.
-  return wait_for_recording(process_.pid(), log_, std::chrono::seconds(120));
+bool BackgroundRecord::wait_until_recording(std::chrono::seconds limit) {
+  return wait_for_recording(process_.pid(), log_, limit);
+}
+
+bool BackgroundRecord::wait_until_sampling_stopped(std::chrono::seconds limit) {
+  return wait_for_sampling_stopped(process_.pid(), log_, limit);
 }
 
 int BackgroundRecord::wait() { return process_.wait(); }

@@ -75,8 +75,11 @@ class BackgroundRecord {
   BackgroundRecord(const std::string& binary, const std::vector<std::string>& args, const std::string& log,
                    const std::vector<std::string>& environment = {});
   pid_t pid() const { return process_.pid(); }
-  // wait_for_recording of this agent: false if it ended first or 120 s passed.
-  bool wait_until_recording();
+  // wait_for_recording of this agent: false if it ended first or LIMIT
+  // passed (emulated guests take a minute or more to load and verify BPF).
+  bool wait_until_recording(std::chrono::seconds limit = std::chrono::seconds(120));
+  // wait_for_sampling_stopped of this agent.
+  bool wait_until_sampling_stopped(std::chrono::seconds limit = std::chrono::seconds(300));
   int wait();  // exit code
   std::string output() const;  // what it has logged so far
 

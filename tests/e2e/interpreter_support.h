@@ -81,28 +81,27 @@ struct RecordingHooks {
 };
 
 // Records `pids` for `seconds` at 199 Hz, with `environment` (e.g.
-// "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop") set for the agent. The stacks are
+// {"OMNIPROF_HIDE_BPF_FEATURES=bpf_loop"}) set for the agent. The stacks are
 // judged with every native frame (--keep-interpreter-internals); the folded
 // view of the same samples is written beside (--other-view-output).
 inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::string& seconds,
-                                   const std::string& environment = "", const RecordingHooks& hooks = {}) {
+                                   const std::vector<std::string>& environment = {},
+                                   const RecordingHooks& hooks = {}) {
   const std::string dir = temp_dir("record");
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
   const std::string folded = dir + "/profile-folded.pb.gz";
-  std::string command = environment + (environment.empty() ? "" : " ") + "exec \"$0\" record -d " + seconds +
-                        " -F 199 --keep-interpreter-internals";
-  for (pid_t pid : pids) command += " -p " + std::to_string(pid);
-  command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, folded},
-                           BackgroundProcess::Role::kJudge);
+  std::vector<std::string> args = {"-d", seconds, "-F", "199", "--keep-interpreter-internals"};
+  for (pid_t pid : pids) args.insert(args.end(), {"-p", std::to_string(pid)});
+  args.insert(args.end(), {"-o", profile, "--other-view-output", folded});
+  BackgroundRecord record(OMNIPROF_BINARY, args, log, environment);
   RecordedProfile recorded;
   recorded.folded_profile = folded;
   // Emulated guests take a minute or more to load and verify BPF.
   const auto limit = std::chrono::seconds(300);
-  if (hooks.started && wait_for_recording(record.pid(), log, limit)) hooks.started();
-  if (hooks.stopped && wait_for_sampling_stopped(record.pid(), log, limit)) hooks.stopped();
+  if (hooks.started && record.wait_until_recording(limit)) hooks.started();
+  if (hooks.stopped && record.wait_until_sampling_stopped(limit)) hooks.stopped();
   recorded.status = record.wait();
-  recorded.output = slurp(log);
+  recorded.output = record.output();
   if (recorded.status == 0) recorded.samples = read_samples(profile, &recorded.error);
   return recorded;
 }

@@ -132,10 +132,10 @@ class PerfmapNodeTest : public ::testing::Test {
     if (!log_dir_.empty()) fs::remove_all(log_dir_);
   }
 
-  RecordedProfile record(const std::string& config_yaml, const std::string& environment = "") {
+  RecordedProfile record(const std::string& config_yaml, std::vector<std::string> environment = {}) {
     const std::string dir = config_dir("perfmap-config", config_yaml);
-    RecordedProfile recorded = record_pids({node_->pid()}, kRecordSeconds,
-                                           environment + (environment.empty() ? "" : " ") + "OMNIPROF_CONFIG_DIR=" + dir);
+    environment.push_back("OMNIPROF_CONFIG_DIR=" + dir);
+    RecordedProfile recorded = record_pids({node_->pid()}, kRecordSeconds, environment);
     fs::remove_all(dir);
     return recorded;
   }
@@ -192,7 +192,7 @@ TEST_F(PerfmapNodeTest, HotJavaScriptFunctionIsNamedFromThePerfMapInPlaceOfItsNa
 // is the one loaded is checked in its log line, as the Ruby and native
 // tests do for theirs.
 TEST_F(PerfmapNodeTest, WithoutBpfLoopTheTailCallProgramNamesItToo) {
-  RecordedProfile recorded = record("", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop");
+  RecordedProfile recorded = record("", {"OMNIPROF_HIDE_BPF_FEATURES=bpf_loop"});
   const std::string loaded = "loaded from " + perfmap_plugin_dir() + "/perfmap.so ";
   const size_t at = recorded.output.find(loaded);
   ASSERT_NE(at, std::string::npos) << recorded.output;

@@ -127,16 +127,15 @@ Recording make_recording(const Interpreter& python) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
-  std::string command = "exec \"$0\" record -d " + std::string(kRecordSeconds) + " -F " + kRecordHz;
+  std::vector<std::string> args = {"-d", kRecordSeconds, "-F", kRecordHz};
   for (pid_t pid : {r.shares, r.mixed, r.recursion, r.threads, r.exits, r.native, r.folding, r.names, r.cext}) {
-    command += " -p " + std::to_string(pid);
+    args.insert(args.end(), {"-p", std::to_string(pid)});
   }
-  command += " -o \"$1\" --other-view-output \"$3\" >\"$2\" 2>&1";
-  BackgroundProcess record({"/bin/sh", "-c", command, OMNIPROF_BINARY, profile, log, kept_profile},
-                           BackgroundProcess::Role::kJudge);
-  if (!wait_for_recording(record.pid(), log, std::chrono::seconds(120))) {
+  args.insert(args.end(), {"-o", profile, "--other-view-output", kept_profile});
+  BackgroundRecord record(OMNIPROF_BINARY, args, log);
+  if (!record.wait_until_recording()) {
     record.wait();
-    r.failure = "omniprof record never started recording: " + slurp(log);
+    r.failure = "omniprof record never started recording: " + record.output();
     return r;
   }
   // It burns CPU for kExitingSeconds from now and exits, seconds before the
@@ -144,9 +143,9 @@ Recording make_recording(const Interpreter& python) {
   exits.signal(SIGUSR1);
   // python_shares.py's own sampler counts while the profile does.
   shares.signal(SIGUSR1);
-  if (wait_for_sampling_stopped(record.pid(), log, std::chrono::seconds(300))) shares.signal(SIGUSR2);
+  if (record.wait_until_sampling_stopped()) shares.signal(SIGUSR2);
   const int record_status = record.wait();
-  r.record_output = slurp(log);
+  r.record_output = record.output();
   r.exits_status_at_record_end = exits.poll();
   shares.signal(SIGTERM);
   if (record_status != 0) {

@@ -133,7 +133,7 @@ Recording make_recording(const Interpreter& ruby) {
   // ruby_shares.rb's own CPU clock counts while the profile does.
   RecordingHooks hooks{[&] { shares.signal(SIGUSR1); }, [&] { shares.signal(SIGUSR2); }};
   RecordedProfile recorded = record_pids({r.shares, r.mixed, r.recursion, r.threads, r.required, r.native, r.folding},
-                                         kRecordSeconds, "", hooks);
+                                         kRecordSeconds, {}, hooks);
   r.folded_profile = recorded.folded_profile;
   const int record_status = recorded.status;
   r.record_output = recorded.output;
@@ -619,7 +619,7 @@ TEST(RubyPluginLimitsTest, WithoutBpfLoopA30DeepRubyStackIsWhole) {
   if (std::string missing = missing_debian_ruby(); !missing.empty()) GTEST_SKIP() << missing;
   constexpr int kDepth = 30;
   BackgroundProcess recursion({ruby, script("ruby_recursion.rb"), std::to_string(kDepth), kWorkloadSeconds});
-  RecordedProfile recorded = record_pids({recursion.pid()}, "4", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop");
+  RecordedProfile recorded = record_pids({recursion.pid()}, "4", {"OMNIPROF_HIDE_BPF_FEATURES=bpf_loop"});
   ASSERT_EQ(recorded.status, 0) << recorded.output;
   ASSERT_NE(recorded.output.find("program ruby_unwind)"), std::string::npos) << recorded.output;
   ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
