@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <unordered_set>
 
 #include "bpf/bpf_support.h"
 #include "entry.skel.h"
@@ -171,9 +172,8 @@ Result<void> Agent::start() {
   open_executables_ = std::make_unique<OpenExecutables>(file_ids_, executable_descriptor_budget());
   processes_->track_executables(executables_.get(), open_executables_.get(), symbolizer_.get());
   processes_->set_resource_settings(config_.resource);
-  assembler_ = std::make_unique<ProfileAssembler>(*processes_, *symbolizer_,
-                                                  kernel_symbols_ ? &*kernel_symbols_ : nullptr,
-                                                  plugins_.get(), executables_.get());
+  assembler_ = std::make_unique<ProfileAssembler>(*symbolizer_, kernel_symbols_ ? &*kernel_symbols_ : nullptr,
+                                                  plugins_.get());
 
   // Exec and exit notices are BTF tracepoints (5.5+); without them the host
   // still notices both at the end of each round, later.
@@ -322,13 +322,40 @@ std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   }
   int64_t period_ns = 1000000000LL / config_.frequency_hz;
   int64_t duration = end_mono_ns - round_start_mono_ns_;
-  std::vector<ProfileBuilder> profiles = assembler_->assemble(round_, period_ns, round_start_unix_ns_, duration, fold);
+  std::vector<ProfileBuilder> profiles =
+      assembler_->assemble(round_, *known_processes(), period_ns, round_start_unix_ns_, duration, fold);
+  // What naming learnt goes on, never waited for: the files it sampled, and
+  // the processes to read again for the next round (mappings added since).
+  const NamingRequests& requests = assembler_->requests();
+  for (uint64_t file_id : requests.sampled_files) executables_->mark_sampled(file_id);
+  for (int32_t pid : requests.stale_mappings) {
+    event_loop_->post(omniprof_event{OMNIPROF_EVENT_MAPPINGS_STALE, static_cast<uint32_t>(pid), 0});
+  }
   for (ProfileBuilder& profile : profiles) profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
   round_.clear();
   processes_->end_round();
   round_start_unix_ns_ = close_unix_ns;
   round_start_mono_ns_ = close_mono_ns;
   return profiles;
+}
+
+std::shared_ptr<const KnownProcesses> Agent::known_processes() {
+  auto known = processes_->snapshot();
+  // A sampled process not read yet (BPF asked for it; the event thread may
+  // not have got to it) is asked for once more and waited for, so that the
+  // round names it as it would have been named a moment later.
+  std::unordered_set<uint32_t> unknown;
+  for (const auto& [key, count] : round_.counts) {
+    if (!known->find(static_cast<int32_t>(key.pid)) && unknown.insert(key.pid).second) {
+      event_loop_->post(omniprof_event{OMNIPROF_EVENT_PROCESS_UNKNOWN, key.pid, 0});
+    }
+  }
+  if (unknown.empty()) return known;
+  if (!event_loop_->wait_for_posted(kUnknownProcessesWait)) {
+    log().warn("{} processes of this round not read after {} s: their samples are not named", unknown.size(),
+               kUnknownProcessesWait.count() / 1000);
+  }
+  return processes_->snapshot();
 }
 
 std::vector<StatLine> Agent::stats() const {

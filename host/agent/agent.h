@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -95,6 +96,11 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
+  // What the tracker knows of the round's processes, once every one it
+  // sampled has been read (or found gone), waiting at most this long.
+  std::shared_ptr<const KnownProcesses> known_processes();
+  static constexpr std::chrono::milliseconds kUnknownProcessesWait{60000};
+
   Config config_;
   InstallLayout layout_;
   std::unique_ptr<BpfMaps> maps_;

@@ -42,19 +42,24 @@ int EventLoop::dispatch(const void* data, size_t size) noexcept {
   }
   omniprof_event event;
   std::memcpy(&event, data, sizeof(event));
+  handle(event);
+  return 0;
+}
+
+void EventLoop::handle(const omniprof_event& event) noexcept {
   if (!event_type_name(event.type)) {
     event_errors_++;
     try {
       log().error("events ring buffer: unknown event type {} for pid {}: ignored", event.type, event.pid);
     } catch (...) {
     }
-    return 0;
+    return;
   }
   const char* failure = nullptr;
   std::string reason;
   try {
     handler_(event);
-    return 0;
+    return;
   } catch (const std::exception& e) {
     try {
       reason = e.what();
@@ -69,13 +74,40 @@ int EventLoop::dispatch(const void* data, size_t size) noexcept {
                 event.type, event.pid, failure ? failure : reason);
   } catch (...) {
   }
-  return 0;
+}
+
+void EventLoop::post(const omniprof_event& request) {
+  std::lock_guard<std::mutex> lock(posted_mutex_);
+  posted_.push_back(request);
+  posted_count_++;
+}
+
+bool EventLoop::wait_for_posted(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(posted_mutex_);
+  const uint64_t target = posted_count_;
+  return posted_handled_.wait_for(lock, timeout, [&] { return handled_count_ >= target; });
+}
+
+void EventLoop::handle_posted() {
+  std::vector<omniprof_event> requests;
+  {
+    std::lock_guard<std::mutex> lock(posted_mutex_);
+    requests.swap(posted_);
+  }
+  if (requests.empty()) return;
+  for (const omniprof_event& request : requests) handle(request);
+  {
+    std::lock_guard<std::mutex> lock(posted_mutex_);
+    handled_count_ += requests.size();
+  }
+  posted_handled_.notify_all();
 }
 
 void EventLoop::run(const Poll& poll, const std::atomic<bool>& stop) {
   std::chrono::milliseconds backoff{0};
   while (!stop.load()) {
     int n = poll(kPollTimeoutMs);
+    handle_posted();
     if (n >= 0 || n == -EINTR) {
       backoff = std::chrono::milliseconds(0);
       continue;

@@ -1,6 +1,7 @@
 // EventLoop: the agent's event thread. Polls the `events` ring buffer and
 // hands each record (a process BPF does not know, an exec, an exit, stale
-// mappings) to the process tracker. It never dies: a record that cannot be
+// mappings) to the process tracker; so it does with the requests the rest of
+// the agent posts (what a round lacked), after each poll. It never dies: a record that cannot be
 // handled (too short, or its handler throws) is logged with its type and pid
 // and counted; a poll that fails (other than EINTR) is logged and counted and
 // retried after a back-off that doubles up to kMaxBackoff.
@@ -8,9 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <vector>
 
 #include "omniprof/bpf/abi.h"
 
@@ -31,6 +35,12 @@ class EventLoop {
   int dispatch(const void* data, size_t size) noexcept;
   // Polls until `stop` is set (checked at least every kPollTimeoutMs).
   void run(const Poll& poll, const std::atomic<bool>& stop);
+  // A request handled as a record is, on the event thread, after its next
+  // poll. Safe from any thread.
+  void post(const omniprof_event& request);
+  // Waits until every request posted before the call is handled; false if
+  // `timeout` passed first.
+  bool wait_for_posted(std::chrono::milliseconds timeout);
 
   uint64_t event_errors() const { return event_errors_.load(); }
   uint64_t poll_errors() const { return poll_errors_.load(); }
@@ -41,11 +51,18 @@ class EventLoop {
 
  private:
   static void default_sleep(std::chrono::milliseconds duration);
+  void handle(const omniprof_event& event) noexcept;
+  void handle_posted();
 
   Handler handler_;
   Sleep sleep_;
   std::atomic<uint64_t> event_errors_{0};
   std::atomic<uint64_t> poll_errors_{0};
+  std::mutex posted_mutex_;
+  std::condition_variable posted_handled_;
+  std::vector<omniprof_event> posted_;  // under posted_mutex_
+  uint64_t posted_count_ = 0;           // under posted_mutex_
+  uint64_t handled_count_ = 0;          // under posted_mutex_
 };
 
 }  // namespace omniprof

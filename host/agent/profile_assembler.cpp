@@ -7,10 +7,7 @@
 #include <filesystem>
 
 #include "log/logger.h"
-#include "executables/executable_info_manager.h"
 #include "plugins/plugin_host.h"
-#include "process/process_tracker.h"
-#include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/kernel_symbols.h"
 #include "profile/frame_type.h"
@@ -60,7 +57,8 @@ ProfileAssembler::FrameIndex ProfileAssembler::marker_frame(const std::string& n
   return index;
 }
 
-ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_t address, bool leaf) {
+ProfileAssembler::FrameIndex ProfileAssembler::native_frame(const ProcessSnapshot* process, int32_t pid,
+                                                           uint64_t address, bool leaf) {
   auto key = std::make_tuple(pid, address, leaf);
   if (auto it = native_cache_.find(key); it != native_cache_.end()) return it->second;
   stats_.frames++;
@@ -69,12 +67,8 @@ ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_
   // last instruction.
   uint64_t pc = leaf ? address : address - 1;
 
-  auto process = processes_.get(pid);
   const ProcMapping* mapping = process ? process->mapping_for(pc) : nullptr;
-  if (process && !mapping) {
-    process = processes_.refresh_for_unknown_address(pid);
-    mapping = process ? process->mapping_for(pc) : nullptr;
-  }
+  if (process && !mapping) requests_.stale_mappings.insert(pid);
   NamedFrame named;
   named.address = pc;
   if (!mapping) {
@@ -83,22 +77,21 @@ ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_
   } else {
     const ExecutableRef* executable = process->executable_for(*mapping);
     const uint64_t file_id = executable ? executable->file_id : 0;
-    if (executables_ && file_id != 0) executables_->mark_sampled(file_id);
+    if (file_id != 0) requests_.sampled_files.insert(file_id);
     if (file_id != 0 && std::find(process->interpreter_file_ids.begin(), process->interpreter_file_ids.end(),
                                   file_id) != process->interpreter_file_ids.end()) {
       named.role = FrameRole::kInterpreterNative;
     }
     const auto symbolize_start = std::chrono::steady_clock::now();
-    std::string host_path = process->host_path(*mapping);
-    bool is_file = !host_path.empty();
+    const std::string host_path = process->host_path(*mapping);
+    // Named only through its FileID (the file identified, and its load bias
+    // found, when the process was read): the name of this address of this
+    // file may be cached from any process or round.
+    const bool identified = file_id != 0 && !host_path.empty();
     std::optional<ElfSymbolizer::Symbol> symbol;
-    uint64_t elf_address = pc - mapping->start + mapping->offset;
+    const uint64_t elf_address = identified ? pc - executable->load_bias : pc - mapping->start + mapping->offset;
     std::string build_id;
-    if (is_file && file_id != 0) {
-      // Identified when the process was read: the load bias is known, and
-      // the name of this address of this file may be cached from any
-      // process or round.
-      elf_address = pc - executable->load_bias;
+    if (identified) {
       // Used only if the file is not parsed yet (it usually was, when the
       // process was read): its debug file under the process's root.
       char root[32];
@@ -113,29 +106,12 @@ ProfileAssembler::FrameIndex ProfileAssembler::native_frame(int32_t pid, uint64_
         log().debug("symbolize {} ({}): {}", mapping->path, host_path, found.error().message);
       }
       build_id = symbols_.build_id(file_id, host_path, debug);
-    } else if (is_file) {
-      auto vaddr = symbolizer_.runtime_to_elf_vaddr(host_path, pc, mapping->start, mapping->offset);
-      if (vaddr) {
-        elf_address = *vaddr;
-        auto found = symbolizer_.symbolize(host_path, elf_address);
-        if (found) {
-          symbol = *found;
-        } else {
-          stats_.symbolizer_errors++;
-          log().debug("symbolize {}: {}", host_path, found.error().message);
-        }
-      } else {
-        stats_.symbolizer_errors++;
-        log().debug("symbolize {}: {}", host_path, vaddr.error().message);
-      }
-      if (auto id = symbolizer_.build_id(host_path)) build_id = *id;
     }
     ProfileLine& line = named.line;
     if (symbol) {
       line.function = symbol->name;
       line.system_name = symbol->system_name == symbol->name ? "" : symbol->system_name;
-    } else if (auto start = is_file && file_id != 0 ? unnamed_function_start(file_id, host_path, elf_address)
-                                                    : std::nullopt) {
+    } else if (auto start = identified ? unnamed_function_start(file_id, host_path, elf_address) : std::nullopt) {
       // One row per function, not per address; the location keeps the pc.
       stats_.frames_named_by_function_start++;
       line.function = fmt::format("{}+{:#x}", module_name(mapping->path), *start);
@@ -219,9 +195,10 @@ ProfileAssembler::FrameIndex ProfileAssembler::plugin_frame(int32_t pid, const o
   return index;
 }
 
-std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round, int64_t period_ns,
-                                                       int64_t start_unix_ns, int64_t duration_ns,
+std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round, const KnownProcesses& processes,
+                                                       int64_t period_ns, int64_t start_unix_ns, int64_t duration_ns,
                                                        const std::vector<bool>& fold) {
+  requests_ = {};
   frames_.clear();
   mappings_.clear();
   mapping_index_.clear();
@@ -231,8 +208,12 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
   plugin_cache_.clear();
   // Files no process maps any more (their last process was forgotten after
   // the previous round) leave the symbol cache; the exited processes of
-  // this round still hold theirs until end_round.
-  if (executables_) symbols_.forget_if([this](uint64_t file_id) { return executables_->references(file_id) == 0; });
+  // this round are still known.
+  std::unordered_set<uint64_t> mapped;
+  for (const auto& [pid, process] : processes.by_pid) {
+    for (const ExecutableRef& executable : process->executables) mapped.insert(executable.file_id);
+  }
+  symbols_.forget_if([&](uint64_t file_id) { return mapped.count(file_id) == 0; });
 
   // Each output's pprof location id of each named frame (0: not added yet).
   std::vector<ProfileBuilder> builders;
@@ -267,6 +248,7 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     frames.clear();
     user_frames.clear();
     int32_t pid = static_cast<int32_t>(key.pid);
+    const ProcessSnapshot* process = processes.find(pid);
     // User frames are named first so that a process's main executable, not
     // the kernel, is the profile's first mapping (pprof shows it as "File").
     if (key.user_stack_id == OMNIPROF_STACK_ID_LOST) {
@@ -280,7 +262,7 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
         for (size_t i = 0; i < stack.frames.size(); ++i) {
           const omniprof_frame& frame = stack.frames[i];
           if (frame.kind == OMNIPROF_FRAME_NATIVE) {
-            user_frames.push_back(native_frame(pid, frame.address, i == 0));
+            user_frames.push_back(native_frame(process, pid, frame.address, i == 0));
           } else {
             user_frames.push_back(plugin_frame(pid, frame));
           }
@@ -300,7 +282,6 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     }
     frames.insert(frames.end(), user_frames.begin(), user_frames.end());
     std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
-    auto process = processes_.get(pid);
     if (!process) stats_.unknown_processes += count;
     SampleLabels labels;
     labels.pid = pid;

@@ -11,6 +11,10 @@
 // with its role for folding), then each profile asked for is built from the
 // named frames, with the interpreter's own native frames folded
 // (agent/stack_folding.h) or kept. One round can so give both views.
+//
+// A round is named from what was known of its processes when it closed
+// (KnownProcesses), never calling back for more: what it lacked, it says
+// (NamingRequests), for the agent to hand on.
 #pragma once
 
 #include <cstdint>
@@ -19,22 +23,29 @@
 #include <tuple>
 #include <vector>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "agent/round_samples.h"
 #include "agent/stack_folding.h"
+#include "process/process_snapshot.h"
 #include "profile/profile_builder.h"
 #include "symbolize/function_start_cache.h"
 #include "symbolize/symbol_cache.h"
 
 namespace omniprof {
 
-class ProcessTracker;
 class ElfSymbolizer;
 class KernelSymbols;
 class PluginHost;
-class ExecutableInfoManager;
-struct ProcessSnapshot;
-struct ProcMapping;
+
+// What naming a round learnt that others act on.
+struct NamingRequests {
+  // Processes with a native frame outside every mapping known (a library
+  // loaded since they were read): to be read again for the next round.
+  std::unordered_set<int32_t> stale_mappings;
+  // Files that had a frame: still sampled, so not the first to make room.
+  std::unordered_set<uint64_t> sampled_files;
+};
 
 struct AssemblerStats {
   uint64_t frames = 0;
@@ -51,23 +62,22 @@ struct AssemblerStats {
 
 class ProfileAssembler {
  public:
-  // executables (optional) learns which executables are still sampled, so
-  // that the ones nobody samples are the first to make room.
-  ProfileAssembler(ProcessTracker& processes, ElfSymbolizer& symbolizer,
-                   const KernelSymbols* kernel, PluginHost* plugins,
-                   ExecutableInfoManager* executables = nullptr)
-      : processes_(processes), symbolizer_(symbolizer), kernel_(kernel), plugins_(plugins),
-        executables_(executables), symbols_(symbolizer) {}
+  ProfileAssembler(ElfSymbolizer& symbolizer, const KernelSymbols* kernel, PluginHost* plugins)
+      : kernel_(kernel), plugins_(plugins), symbols_(symbolizer) {}
 
   // One profile per entry of `fold` (true: the interpreter's own native
   // frames folded into the interpreter frames they run; false: every frame),
-  // all from one naming of the round's frames.
-  std::vector<ProfileBuilder> assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns,
-                                       int64_t duration_ns, const std::vector<bool>& fold);
-  ProfileBuilder assemble(const RoundSamples& round, int64_t period_ns, int64_t start_unix_ns, int64_t duration_ns,
-                          bool fold = true) {
-    return std::move(assemble(round, period_ns, start_unix_ns, duration_ns, std::vector<bool>{fold}).front());
+  // all from one naming of the round's frames, by what `processes` holds.
+  std::vector<ProfileBuilder> assemble(const RoundSamples& round, const KnownProcesses& processes,
+                                       int64_t period_ns, int64_t start_unix_ns, int64_t duration_ns,
+                                       const std::vector<bool>& fold);
+  ProfileBuilder assemble(const RoundSamples& round, const KnownProcesses& processes, int64_t period_ns,
+                          int64_t start_unix_ns, int64_t duration_ns, bool fold = true) {
+    return std::move(
+        assemble(round, processes, period_ns, start_unix_ns, duration_ns, std::vector<bool>{fold}).front());
   }
+  // What the last assemble() learnt (NamingRequests).
+  const NamingRequests& requests() const { return requests_; }
   const AssemblerStats& stats() const { return stats_; }
   // The comment each profile carries to say which view it is.
   static const char* const kFoldedComment;
@@ -87,7 +97,8 @@ class ProfileAssembler {
   };
   using FrameIndex = uint32_t;  // into frames_
 
-  FrameIndex native_frame(int32_t pid, uint64_t address, bool leaf);
+  // `process`: null when not known.
+  FrameIndex native_frame(const ProcessSnapshot* process, int32_t pid, uint64_t address, bool leaf);
   FrameIndex kernel_frame(uint64_t address);
   FrameIndex plugin_frame(int32_t pid, const omniprof_frame& frame);
   FrameIndex marker_frame(const std::string& name, const std::string& type = "");
@@ -99,12 +110,10 @@ class ProfileAssembler {
   std::optional<uint64_t> unnamed_function_start(uint64_t file_id, const std::string& host_path,
                                                  uint64_t elf_address);
 
-  ProcessTracker& processes_;
-  ElfSymbolizer& symbolizer_;
   const KernelSymbols* kernel_;
   PluginHost* plugins_;
-  ExecutableInfoManager* executables_;
   AssemblerStats stats_;
+  NamingRequests requests_;
   SymbolCache symbols_;
   FunctionStartCache function_starts_;
   // Per assemble(): the round's named frames and mappings.

@@ -5,6 +5,44 @@
 
 namespace omniprof {
 
+std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored) {
+  std::vector<omniprof_frame> native, out;
+  std::vector<const omniprof_frame*> spliced;
+  for (const auto& frame : stored) {
+    if (frame.flags & OMNIPROF_FRAME_SPLICED) {
+      spliced.push_back(&frame);
+    } else {
+      native.push_back(frame);
+    }
+  }
+  if (spliced.empty()) return native;
+  // Native frames a spliced frame replaces (OMNIPROF_FRAME_REPLACES_MARK:
+  // JIT code named by its plugin): `after` counts up to and including it.
+  std::vector<bool> replaced(native.size(), false);
+  for (const omniprof_frame* frame : spliced) {
+    if ((frame->flags & OMNIPROF_FRAME_REPLACES_MARK) && frame->after >= 1 && frame->after <= native.size()) {
+      replaced[frame->after - 1] = true;
+    }
+  }
+  out.reserve(stored.size());
+  size_t next = 0;  // next spliced frame; they come in stack order
+  auto emit_spliced_after = [&](size_t natives_before) {
+    while (next < spliced.size() && spliced[next]->after <= natives_before) {
+      omniprof_frame frame = *spliced[next++];
+      frame.flags = 0;
+      frame.after = 0;
+      out.push_back(frame);
+    }
+  };
+  emit_spliced_after(0);
+  for (size_t i = 0; i < native.size(); ++i) {
+    if (!replaced[i]) out.push_back(native[i]);
+    emit_spliced_after(i + 1);
+  }
+  emit_spliced_after(SIZE_MAX);  // marks past the native frames (a corrupt `after`)
+  return out;
+}
+
 size_t StackKeyHash::operator()(const omniprof_stack_key& k) const {
   size_t h = std::hash<uint64_t>()(k.user_stack_id);
   h ^= std::hash<uint64_t>()(k.kernel_stack_id) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -92,7 +130,7 @@ Result<void> drain_into(BpfMaps& maps, RoundSamples& round) {
       if (round.stacks.count(id)) continue;
       auto stack = maps.read_stack(id, len);
       if (stack) {
-        round.stacks.emplace(id, std::move(*stack));
+        round.stacks.emplace(id, StackFrames{splice_interpreter_frames(*stack)});
       } else {
         round.missing_stacks += count;
       }

@@ -13,6 +13,18 @@
 
 namespace omniprof {
 
+// A stored stack as the profile shows it: leaf first, interpreter frames
+// (OMNIPROF_FRAME_SPLICED) already moved to their place among the native ones.
+struct StackFrames {
+  std::vector<omniprof_frame> frames;
+};
+
+// Puts each spliced frame right after the first `after` unspliced frames,
+// keeping the order of both (see omniprof_unwind_state in abi.h); a spliced
+// frame flagged OMNIPROF_FRAME_REPLACES_MARK takes the place of the
+// `after`-th unspliced frame, which is left out.
+std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored);
+
 struct StackKeyHash {
   size_t operator()(const omniprof_stack_key& k) const;
 };
@@ -64,8 +76,8 @@ struct RoundSamples {
   StackKeyMap<size_t> carried_in_;  // of `times`, how many settle_times carried in
 };
 
-// Moves stack_counts into `round` and copies the stacks they reference, then
-// the sample times recorded since the last drain.
+// Moves stack_counts into `round` and copies the stacks they reference
+// (spliced), then the sample times recorded since the last drain.
 Result<void> drain_into(BpfMaps& maps, RoundSamples& round);
 
 }  // namespace omniprof

@@ -214,45 +214,7 @@ Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
   return counts;
 }
 
-std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored) {
-  std::vector<omniprof_frame> native, out;
-  std::vector<const omniprof_frame*> spliced;
-  for (const auto& frame : stored) {
-    if (frame.flags & OMNIPROF_FRAME_SPLICED) {
-      spliced.push_back(&frame);
-    } else {
-      native.push_back(frame);
-    }
-  }
-  if (spliced.empty()) return native;
-  // Native frames a spliced frame replaces (OMNIPROF_FRAME_REPLACES_MARK:
-  // JIT code named by its plugin): `after` counts up to and including it.
-  std::vector<bool> replaced(native.size(), false);
-  for (const omniprof_frame* frame : spliced) {
-    if ((frame->flags & OMNIPROF_FRAME_REPLACES_MARK) && frame->after >= 1 && frame->after <= native.size()) {
-      replaced[frame->after - 1] = true;
-    }
-  }
-  out.reserve(stored.size());
-  size_t next = 0;  // next spliced frame; they come in stack order
-  auto emit_spliced_after = [&](size_t natives_before) {
-    while (next < spliced.size() && spliced[next]->after <= natives_before) {
-      omniprof_frame frame = *spliced[next++];
-      frame.flags = 0;
-      frame.after = 0;
-      out.push_back(frame);
-    }
-  };
-  emit_spliced_after(0);
-  for (size_t i = 0; i < native.size(); ++i) {
-    if (!replaced[i]) out.push_back(native[i]);
-    emit_spliced_after(i + 1);
-  }
-  emit_spliced_after(SIZE_MAX);  // marks past the native frames (a corrupt `after`)
-  return out;
-}
-
-Result<StackFrames> BpfMaps::read_stack(uint64_t stack_id, uint32_t len) const {
+Result<std::vector<omniprof_frame>> BpfMaps::read_stack(uint64_t stack_id, uint32_t len) const {
   len = std::min<uint32_t>(len, OMNIPROF_MAX_STACK_DEPTH);
   int fd = map_fd(OMNIPROF_MAP_STACK_TRACES);
   std::vector<omniprof_frame> stored;
@@ -267,7 +229,7 @@ Result<StackFrames> BpfMaps::read_stack(uint64_t stack_id, uint32_t len) const {
     uint32_t n = std::min<uint32_t>(OMNIPROF_FRAGMENT_FRAMES, len - index * OMNIPROF_FRAGMENT_FRAMES);
     stored.insert(stored.end(), fragment.frames, fragment.frames + n);
   }
-  return StackFrames{splice_interpreter_frames(stored)};
+  return stored;
 }
 
 Result<void> BpfMaps::finalize_profile_loop(const std::unordered_set<uint64_t>& referenced) {

@@ -40,18 +40,6 @@ struct StackCount {
   uint64_t count;
 };
 
-// A stored stack as the profile shows it: leaf first, interpreter frames
-// (OMNIPROF_FRAME_SPLICED) already moved to their place among the native ones.
-struct StackFrames {
-  std::vector<omniprof_frame> frames;
-};
-
-// Puts each spliced frame right after the first `after` unspliced frames,
-// keeping the order of both (see omniprof_unwind_state in abi.h); a spliced
-// frame flagged OMNIPROF_FRAME_REPLACES_MARK takes the place of the
-// `after`-th unspliced frame, which is left out.
-std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored);
-
 class BpfMaps {
  public:
   ~BpfMaps();
@@ -87,8 +75,9 @@ class BpfMaps {
   // record_sample_times was set). Called after drain_stack_counts, by the
   // same thread.
   Result<std::vector<omniprof_sample_time>> drain_sample_times();
-  // The stack stored under `stack_id`, `len` frames long (from its key).
-  Result<StackFrames> read_stack(uint64_t stack_id, uint32_t len) const;
+  // The frames stored under `stack_id`, `len` long (from its key), as stored:
+  // interpreter frames after the native ones (splice_interpreter_frames).
+  Result<std::vector<omniprof_frame>> read_stack(uint64_t stack_id, uint32_t len) const;
   // Deletes stacks no count has referenced for two drains in a row. Two, not
   // one: a stack stored just after the counts were drained belongs to a
   // count the next drain will see.

@@ -45,6 +45,7 @@ void PluginExecutableLoader::clear_building(uint64_t file_id) {
 }
 
 bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
+  apply_sampled_locked();
   Entry* oldest = nullptr;
   uint64_t oldest_id = 0;
   for (auto& [id, e] : entries_) {
@@ -182,20 +183,33 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   // and record's clock, must not wait for it. The retries run at a later drain.
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
+  apply_sampled_locked();
   for (auto& [file_id, entry] : entries_) {
     if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
   }
 }
 
 void ExecutableInfoManager::mark_sampled(uint64_t file_id, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = entries_.find(file_id);
-  if (it == entries_.end()) return;
-  it->second.last_sampled = now;
-  if (it->second.evicted) {
-    // Wanted again: back in the retry queue, now.
-    it->second.evicted = false;
-    it->second.next_retry = now;
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  sampled_[file_id] = now;
+}
+
+void ExecutableInfoManager::apply_sampled_locked() {
+  std::unordered_map<uint64_t, Clock::time_point> sampled;
+  {
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    sampled.swap(sampled_);
+  }
+  for (const auto& [file_id, when] : sampled) {
+    auto it = entries_.find(file_id);
+    if (it == entries_.end()) continue;
+    // A load since the mark counts as later use too.
+    it->second.last_sampled = std::max(it->second.last_sampled, when);
+    if (it->second.evicted) {
+      // Wanted again: back in the retry queue, now.
+      it->second.evicted = false;
+      it->second.next_retry = when;
+    }
   }
 }
 

@@ -111,7 +111,9 @@ class ExecutableInfoManager {
   void retry_deferred(Clock::time_point now = Clock::now());
   // A sample had a frame in this executable. Space runs out: executables no
   // process has sampled for kEvictAfterIdle make room (their processes fall
-  // back to frame pointers) and come back when sampled again.
+  // back to frame pointers) and come back when sampled again. Never waits
+  // for a build: noted under status_mutex_, applied at the next retry or
+  // eviction.
   void mark_sampled(uint64_t file_id, Clock::time_point now = Clock::now());
 
   size_t references(uint64_t file_id) const;
@@ -162,6 +164,8 @@ class ExecutableInfoManager {
 
   // Takes one reference under mutex_; true when the file needs its first load.
   bool add_ref_locked(const Reference& reference);
+  // Applies the marks mark_sampled noted; the caller holds mutex_.
+  void apply_sampled_locked();
 
   ExecutableLoader& loader_;
   mutable std::mutex mutex_;
@@ -171,6 +175,7 @@ class ExecutableInfoManager {
   mutable std::mutex status_mutex_;
   std::unordered_set<uint64_t> settled_;
   std::unordered_set<uint64_t> referenced_;  // the keys of entries_
+  std::unordered_map<uint64_t, Clock::time_point> sampled_;  // mark_sampled's, not applied yet
   std::string building_;
 };
 

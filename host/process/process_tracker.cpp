@@ -43,28 +43,6 @@ std::string read_link(const std::string& path) {
 
 }  // namespace
 
-const ProcMapping* ProcessSnapshot::mapping_for(uint64_t address) const {
-  return find_mapping(mappings, address);
-}
-
-const ExecutableRef* ProcessSnapshot::executable_for(const ProcMapping& mapping) const {
-  // std::less: a total order even for a pointer into another snapshot.
-  const std::less<const ProcMapping*> before;
-  const ProcMapping* first = mappings.data();
-  if (before(&mapping, first) || !before(&mapping, first + mappings.size())) return nullptr;
-  const size_t index = static_cast<size_t>(&mapping - first);
-  return index < executables.size() ? &executables[index] : nullptr;
-}
-
-std::string ProcessSnapshot::host_path(const ProcMapping& mapping) const {
-  if (mapping.path == "[vdso]") return vdso_path;
-  const ExecutableRef* ref = executable_for(mapping);
-  if (!ref) return {};
-  if (ref->file) return ref->path;
-  // map_files (or /proc/PID/root) of a process that exited names nothing.
-  return exited ? std::string() : ref->path;
-}
-
 ProcessTracker::~ProcessTracker() {
   for (const auto& [pid, snapshot] : processes_) release(*snapshot);
   if (!vdso_dir_.empty()) {
@@ -124,7 +102,7 @@ void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
       continue;  // anonymous memory (JIT code), [vsyscall]
     }
     if (!opened) {
-      stats_.unidentified_files++;
+      count(&ProcessTrackerStats::unidentified_files);
       log().debug("{}", opened.error().message);
       continue;
     }
@@ -211,7 +189,7 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   return snapshot;
 }
 
-void ProcessTracker::publish(ProcessSnapshot& snapshot) {
+std::shared_ptr<ProcessSnapshot> ProcessTracker::publish(const std::shared_ptr<ProcessSnapshot>& snapshot) {
   // References first (each file seen for the first time is marked as being
   // built), then process_info, then the table builds: walks of the process
   // meanwhile use the tables already stored and count those being built
@@ -221,17 +199,23 @@ void ProcessTracker::publish(ProcessSnapshot& snapshot) {
   if (executables_) {
     std::vector<ExecutableInfoManager::Reference> references;
     std::vector<uint64_t> seen;
-    for (size_t i = 0; i < snapshot.executables.size(); ++i) {
-      uint64_t id = snapshot.executables[i].file_id;
+    for (size_t i = 0; i < snapshot->executables.size(); ++i) {
+      uint64_t id = snapshot->executables[i].file_id;
       if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      references.push_back({id, snapshot.host_path(snapshot.mappings[i]), snapshot.executables[i].file,
-                            snapshot.mappings[i].path});
+      references.push_back({id, snapshot->host_path(snapshot->mappings[i]), snapshot->executables[i].file,
+                            snapshot->mappings[i].path});
     }
     to_load = executables_->add_refs(references);
   }
-  write_process_info(snapshot);
+  write_process_info(*snapshot);
+  std::shared_ptr<ProcessSnapshot> replaced = snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    processes_[snapshot->pid].swap(replaced);
+  }
   if (executables_) executables_->load_referenced(to_load);
+  return replaced;
 }
 
 void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
@@ -423,10 +407,8 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid, std::sha
     gone_this_round_[pid] = true;
     return nullptr;
   }
-  publish(*snapshot);
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.described++;
-  processes_[pid] = snapshot;
+  count(&ProcessTrackerStats::described);
+  publish(snapshot);
   return snapshot;
 }
 
@@ -434,8 +416,8 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   {
     std::unique_lock<std::mutex> lock(mutex_);
     // Being described, re-read or refreshed already: what that publishes is
-    // as fresh as this would be; the caller (a round's symbolization) does
-    // not wait for its table builds.
+    // as fresh as this would be; the event thread does not wait for its
+    // table builds.
     if (auto it = processes_.find(pid); it != processes_.end() && claimed_.count(pid)) return it->second;
     wait_and_claim(lock, pid);
   }
@@ -455,12 +437,8 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   if (!snapshot) return old;
   count(&ProcessTrackerStats::maps_refreshes);
   if (old && same_mappings(*old, *snapshot)) return old;
-  publish(*snapshot);  // before releasing the old mappings: what both map stays loaded
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    processes_[pid] = snapshot;
-  }
-  if (old) release(*old);
+  // Before releasing the old mappings: what both map stays loaded.
+  if (auto replaced = publish(snapshot)) release(*replaced);
   return snapshot;
 }
 
@@ -486,16 +464,9 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       forget_in_plugins(pid);
       auto snapshot = describe(pid);
       if (!snapshot) break;
-      publish(*snapshot);  // before releasing the old image: shared libraries stay loaded
-      std::shared_ptr<ProcessSnapshot> old;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stats_.described++;
-        auto it = processes_.find(pid);
-        if (it != processes_.end()) old = it->second;
-        processes_[pid] = snapshot;
-      }
-      if (old) release(*old);
+      count(&ProcessTrackerStats::described);
+      // Before releasing the old image: shared libraries stay loaded.
+      if (auto replaced = publish(snapshot)) release(*replaced);
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:
@@ -552,6 +523,13 @@ void ProcessTracker::end_round() {
   // After the round's profile is assembled (the agent calls end_round then):
   // plugins may drop what they kept to name the process's frames.
   for (const auto& snapshot : forgotten) forget_in_plugins(snapshot->pid);
+}
+
+std::shared_ptr<const KnownProcesses> ProcessTracker::snapshot() const {
+  auto known = std::make_shared<KnownProcesses>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  known->by_pid.insert(processes_.begin(), processes_.end());
+  return known;
 }
 
 ProcessTrackerStats ProcessTracker::stats() const {

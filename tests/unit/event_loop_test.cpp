@@ -9,6 +9,7 @@
 #include <atomic>
 #include <deque>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "agent/event_loop.h"
@@ -99,6 +100,32 @@ TEST(EventLoopTest, PollErrorsBackOffBoundedAndTheLoopGoesOn) {
   EXPECT_EQ(loop.poll_errors(), 10u);
   EXPECT_EQ(handled, 1);
   EXPECT_EQ(sleeps, (std::vector<int64_t>{10, 20, 40, 80, 160, 320, 640, 1000, 1000, 10}));
+}
+
+// What a round lacked is posted from the main thread and handled on the
+// event thread after its poll's records, in order; the poster can wait for it.
+TEST(EventLoopTest, PostedRequestsAreHandledAfterThePollAndWaitedFor) {
+  std::vector<uint32_t> handled;  // on the loop's thread only
+  EventLoop loop([&](const omniprof_event& e) { handled.push_back(e.pid); });
+  EXPECT_TRUE(loop.wait_for_posted(std::chrono::milliseconds(0)));  // nothing posted
+  loop.post(event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 21));
+  EXPECT_FALSE(loop.wait_for_posted(std::chrono::milliseconds(10)));  // no loop runs
+  std::atomic<bool> stop{false};
+  std::thread thread([&] {
+    loop.run(
+        [&](int) {
+          omniprof_event record = event(OMNIPROF_EVENT_EXEC, 20);
+          if (handled.empty()) loop.dispatch(&record, sizeof(record));
+          return 0;
+        },
+        stop);
+  });
+  loop.post(event(OMNIPROF_EVENT_MAPPINGS_STALE, 22));
+  EXPECT_TRUE(loop.wait_for_posted(std::chrono::seconds(60)));
+  stop = true;
+  thread.join();
+  EXPECT_EQ(handled, (std::vector<uint32_t>{20, 21, 22}));
+  EXPECT_EQ(loop.event_errors(), 0u);
 }
 
 }  // namespace

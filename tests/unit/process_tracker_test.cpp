@@ -5,11 +5,14 @@
 // still blocked, what a second event for the same pid sees afterwards.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -20,6 +23,7 @@
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
 #include "executables/open_executables.h"
+#include "omniprof/support/unique_fd.h"
 #include "process/process_tracker.h"
 #include "symbolize/elf_symbolizer.h"
 
@@ -135,13 +139,21 @@ TEST_F(ProcessTrackerLockTest, SlowTableBuildBlocksNeitherReadersNorOtherProcess
 
   size_t size_meanwhile = 0;
   std::shared_ptr<const ProcessSnapshot> child_meanwhile;
+  std::shared_ptr<const KnownProcesses> known_meanwhile;
   EXPECT_TRUE(completes_while_load_is_blocked([&] {
     size_meanwhile = tracker_.size();
     child_meanwhile = tracker_.get(child_.pid());
     (void)tracker_.stats();
-    tracker_.end_round();  // the main thread at a round's end
+    // The main thread at a round's end: what is known, the files sampled.
+    known_meanwhile = tracker_.snapshot();
+    for (uint64_t file_id : child_files()) executables_.mark_sampled(file_id);
+    tracker_.end_round();
   })) << "the tracker waited for a table build";
-  EXPECT_EQ(size_meanwhile, 1u);  // this process is not published yet
+  // This process is stored before its tables are built: a round closing
+  // meanwhile names it.
+  EXPECT_EQ(size_meanwhile, 2u);
+  ASSERT_NE(known_meanwhile->find(self), nullptr);
+  EXPECT_FALSE(file_ids_of(*known_meanwhile->find(self)).empty());
   ASSERT_NE(child_meanwhile, nullptr);
   EXPECT_EQ(child_meanwhile->pid, child_.pid());
 
@@ -230,6 +242,31 @@ TEST_F(ProcessTrackerLockTest, ExitDuringDescribeIsAppliedAfterThePublish) {
   for (uint64_t file_id : file_ids_of(*snapshot)) {
     EXPECT_EQ(executables_.references(file_id), child_files().count(file_id)) << file_id;
   }
+}
+
+// A mapped file that cannot be opened as mapped (here a character device
+// mapped executable) is counted; two describes at once count it under the
+// lock every counter takes (the ThreadSanitizer build checks).
+TEST_F(ProcessTrackerLockTest, UnidentifiedFilesAreCountedByConcurrentDescribes) {
+  UniqueFd zero(open("/dev/zero", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(zero.valid());
+  void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, zero.get(), 0);
+  ASSERT_NE(code, MAP_FAILED) << strerror(errno);
+  omniprof_event stale{OMNIPROF_EVENT_MAPPINGS_STALE, static_cast<uint32_t>(getpid()), 0};
+  std::atomic<int> finished{0};
+  std::thread describe([&] {
+    tracker_.get(getpid());
+    finished++;
+  });
+  std::thread refresh([&] {
+    tracker_.handle_event(stale);
+    finished++;
+  });
+  while (finished.load() < 2) (void)tracker_.stats();  // reads while the counts are taken
+  describe.join();
+  refresh.join();
+  munmap(code, 4096);
+  EXPECT_GE(tracker_.stats().unidentified_files, 1u);
 }
 
 }  // namespace

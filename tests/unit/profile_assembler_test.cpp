@@ -64,8 +64,12 @@ omniprof_stack_key key_for(uint64_t user, uint64_t kernel) {
 }
 
 TEST(ProfileAssemblerTest, NamesUserAndKernelFramesAndKeepsUnnamedOnes) {
-  ProcessTracker processes(nullptr, nullptr);
+  FileIdCache ids;
+  OpenExecutables files(ids);
   ElfSymbolizer symbolizer;
+  ProcessTracker processes(nullptr, nullptr);
+  processes.track_executables(nullptr, &files, &symbolizer);
+  ASSERT_NE(processes.get(getpid()), nullptr);
   auto kernel = KernelSymbols::parse(
       "ffffffff81000000 T _stext\nffffffff81100000 T vfs_read\nffffffff81100400 T ksys_read\n"
       "ffffffff81200000 t my_mod_fn\t[my_mod]\nffffffff81200100 T _etext\n",
@@ -82,8 +86,8 @@ TEST(ProfileAssemblerTest, NamesUserAndKernelFramesAndKeepsUnnamedOnes) {
   round.counts[key_for(OMNIPROF_STACK_ID_LOST, OMNIPROF_STACK_ID_NONE)] = 2;
   round.counts[key_for(300, OMNIPROF_STACK_ID_NONE)] = 1;  // stack 300 was never read
 
-  ProfileAssembler assembler(processes, symbolizer, &*kernel, nullptr);
-  ProfileBuilder builder = assembler.assemble(round, 10101010, 0, 1000000000);
+  ProfileAssembler assembler(symbolizer, &*kernel, nullptr);
+  ProfileBuilder builder = assembler.assemble(round, *processes.snapshot(), 10101010, 0, 1000000000);
   auto samples = decode(builder.build());
   ASSERT_EQ(samples.size(), 3u);
   std::map<int64_t, Names> by_count;
@@ -106,24 +110,28 @@ TEST(ProfileAssemblerTest, NamesUserAndKernelFramesAndKeepsUnnamedOnes) {
   EXPECT_EQ(by_count[1].frames, std::vector<std::string>{"[user stack missing]"});
   EXPECT_EQ(builder.total_samples(), 10);
   EXPECT_GE(assembler.stats().unnamed_frames, 1u);
+  // 0x10 is in no mapping of this process: its mappings are to be read
+  // again; the marker's file was sampled.
+  EXPECT_EQ(assembler.requests().stale_mappings, std::unordered_set<int32_t>{getpid()});
+  EXPECT_EQ(assembler.requests().sampled_files.size(), 1u);
 }
 
 TEST(ProfileAssemblerTest, ProcessGoneBeforeItWasReadKeepsItsSamples) {
-  ProcessTracker processes(nullptr, nullptr);
   ElfSymbolizer symbolizer;
   RoundSamples round;
   omniprof_stack_key key = key_for(100, OMNIPROF_STACK_ID_NONE);
   key.pid = 0x7ffffff0;  // no such process
   round.stacks[100] = frames_of({0x401000}, OMNIPROF_FRAME_NATIVE);
   round.counts[key] = 3;
-  ProfileAssembler assembler(processes, symbolizer, nullptr, nullptr);
-  ProfileBuilder builder = assembler.assemble(round, 1000, 0, 1);
+  ProfileAssembler assembler(symbolizer, nullptr, nullptr);
+  ProfileBuilder builder = assembler.assemble(round, KnownProcesses{}, 1000, 0, 1);
   auto samples = decode(builder.build());
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].count, 3);
   EXPECT_EQ(samples[0].frames, std::vector<std::string>{"[unknown]+0x401000"});
   EXPECT_EQ(samples[0].labels.at("comm"), "worker-1");  // falls back to the thread name
   EXPECT_EQ(assembler.stats().unknown_processes, 3u);
+  EXPECT_TRUE(assembler.requests().stale_mappings.empty());  // nothing known to read again
 }
 
 class NoLoader : public ExecutableLoader {
@@ -143,7 +151,8 @@ TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
   ElfSymbolizer symbolizer;
   ProcessTracker processes(nullptr, nullptr);
   processes.track_executables(&executables, &files, &symbolizer);
-  ProfileAssembler assembler(processes, symbolizer, nullptr, nullptr, &executables);
+  ASSERT_NE(processes.get(getpid()), nullptr);
+  ProfileAssembler assembler(symbolizer, nullptr, nullptr);
 
   auto marker = reinterpret_cast<uint64_t>(&omniprof_assembler_test_marker);
   RoundSamples round;
@@ -151,14 +160,14 @@ TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
   round.counts[key_for(100, OMNIPROF_STACK_ID_NONE)] = 5;
   const std::vector<std::string> expected{"omniprof_assembler_test_marker", "omniprof_assembler_test_marker"};
 
-  auto first = decode(assembler.assemble(round, 1000, 0, 1).build());
+  auto first = decode(assembler.assemble(round, *processes.snapshot(), 1000, 0, 1).build());
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].frames, expected);
   const SymbolCacheStats after_first = assembler.symbol_cache().stats();
   EXPECT_EQ(after_first.misses, 2u);
   EXPECT_EQ(after_first.hits, 0u);
 
-  auto second = decode(assembler.assemble(round, 1000, 0, 1).build());
+  auto second = decode(assembler.assemble(round, *processes.snapshot(), 1000, 0, 1).build());
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].frames, expected);
   EXPECT_EQ(assembler.symbol_cache().stats().misses, 2u);
@@ -169,7 +178,7 @@ TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
   processes.handle_event(omniprof_event{OMNIPROF_EVENT_EXIT, static_cast<uint32_t>(getpid()), 0});
   processes.end_round();
   RoundSamples empty;
-  (void)assembler.assemble(empty, 1000, 0, 1);
+  (void)assembler.assemble(empty, *processes.snapshot(), 1000, 0, 1);
   EXPECT_EQ(assembler.symbol_cache().stats().entries, 0u);
   EXPECT_EQ(assembler.symbol_cache().stats().forgotten, 2u);
 }

@@ -3,7 +3,7 @@
 // frames they ran in.
 #include <gtest/gtest.h>
 
-#include "bpf/bpf_maps.h"
+#include "agent/round_samples.h"
 
 namespace omniprof {
 namespace {
