@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,6 +28,10 @@ struct Workload {
   // before its event: the test creates it once the agent records.
   bool waits_for_recording = false;
 };
+
+// gtest prints a failed test's parameter, and ctest's entries are named,
+// with this.
+void PrintTo(const Workload& w, std::ostream* out) { *out << w.name; }
 
 std::vector<std::string> recursion_chain(int depth) {
   std::vector<std::string> chain = {"leaf"};

@@ -338,7 +338,7 @@ TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
     }
   }
   for (const auto& w : works) {
-    // thread_three is on a CPU about a tenth of its time: fewer samples.
+    // thread_three sleeps or waits for the GVL most of its time: fewer samples.
     const int64_t enough = w == "thread_three_work" ? 20 : 50;
     ASSERT_GE(total[w], enough) << "too few samples of " << w << " to judge\n" << r.record_output;
     EXPECT_GE(whole[w] * 100, total[w] * 95) << whole[w] << " of " << total[w] << " samples of " << w

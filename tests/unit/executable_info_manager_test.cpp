@@ -61,14 +61,14 @@ TEST(ExecutableInfoManagerTest, LoadsOnFirstReferenceAndUnloadsOnLast) {
   manager.add_or_inc_ref(7, "/proc/123/root/lib/libc.so.6");  // same file in a container
   EXPECT_EQ(loader.loads[7], 1);
   EXPECT_EQ(manager.references(7), 2u);
-  manager.remove_or_dec_ref(7);
+  EXPECT_FALSE(manager.remove_or_dec_ref(7));  // not the last reference
   EXPECT_EQ(loader.unloads[7], 0);
   EXPECT_TRUE(manager.is_loaded(7));
-  manager.remove_or_dec_ref(7);
+  EXPECT_TRUE(manager.remove_or_dec_ref(7));  // the last: unloaded
   EXPECT_EQ(loader.unloads[7], 1);
   EXPECT_FALSE(manager.is_loaded(7));
   EXPECT_EQ(manager.references(7), 0u);
-  manager.remove_or_dec_ref(7);  // one too many: ignored
+  EXPECT_FALSE(manager.remove_or_dec_ref(7));  // one too many: ignored
   EXPECT_EQ(loader.unloads[7], 1);
   EXPECT_EQ(manager.stats().unloaded, 1u);
 }

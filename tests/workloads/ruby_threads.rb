@@ -1,8 +1,10 @@
 # Three Ruby threads, each in its own methods: Threads#thread_one_work under
 # #thread_one, and so on; each work method holds its thread's loop, so every
-# sample of the thread has it. thread_three mostly sleeps, on a CPU about a
-# tenth of its time (a short spin between 10 ms sleeps): enough samples to
-# judge. Once all three run it writes "METHOD TID" per thread to OUT_FILE
+# sample of the thread has it. thread_three mostly sleeps or waits for the
+# GVL, which the two others hold for whole time slices (100 ms): it works
+# 20 ms each time it has the GVL, then sleeps 10 ms, enough samples to judge
+# (a shorter spin got none). Once all three run it writes "METHOD TID" per
+# thread to OUT_FILE
 # (Thread#native_thread_id, 3.1+; before that the tid whose /proc comm is
 # the thread's name).
 #
@@ -26,7 +28,8 @@ class Threads
   end
   def thread_three_work(deadline)
     loop_until(deadline) do
-      spin(2_000)
+      busy_until = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.02
+      spin(2_000) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < busy_until
       sleep(0.01)
     end
   end
