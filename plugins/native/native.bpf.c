@@ -178,11 +178,10 @@ static __always_inline struct omniprof_unwind_rule *find_rule(struct omniprof_un
 }
 
 /* The caller of the current frame from the unwind tables, or from frame
- * pointers where they do not cover the pc. */
+ * pointers where they do not cover the pc (the code the frame ran: the
+ * call's row applies, not the row after it). */
 static __always_inline int unwind_step(struct omniprof_unwind_state *state,
-                                       struct omniprof_process_info *process) {
-  /* The call's row applies, not the row after it. */
-  __u64 pc = omniprof_code_address(state->ip, state->stack.len > 1);
+                                       struct omniprof_process_info *process, __u64 pc) {
   struct omniprof_process_mapping *mapping = process ? find_mapping(process, pc) : NULL;
   if (!mapping) {
     /* A library loaded after the host read the mappings (dlopen), or JIT
@@ -251,7 +250,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state,
   }
   __u64 pc = omniprof_code_address(state->ip, state->stack.len > 1);
   if (omniprof_in_interpreter(process, pc)) omniprof_mark_interpreter_frame(state);
-  return unwind_step(state, process);
+  return unwind_step(state, process, pc);
 }
 
 /* Tail calls the native walk may spend: the rest is kept for the
