@@ -1,8 +1,16 @@
-// Checks, before anything is loaded, that this machine can run omniprof, and
-// says in one line what is missing and what to do.
+// What omniprof asks of the kernel and of libbpf: whether this machine can
+// run omniprof at all (checked before anything is loaded, with one line
+// saying what is missing and what to do), which optional program features
+// it has, libbpf's messages, and the constants of a BPF object set before
+// it loads.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "omniprof/support/result.h"
+
+struct bpf_object;
 
 namespace omniprof {
 
@@ -14,5 +22,16 @@ Result<void> check_bpf_usable();
 // failed load (the verifier's verdict) for the error that names the plugin.
 void install_libbpf_logging();
 std::string take_libbpf_log_tail(size_t max_lines);
+
+// The OMNIPROF_PROGRAM_NEEDS_* features the running kernel has, probed once.
+// OMNIPROF_HIDE_BPF_FEATURES=bpf_loop makes the host act as on a kernel
+// without them (5.10 to 5.16): the tests load the fallback programs on any
+// kernel that way.
+uint32_t kernel_features();
+
+// Finds a `const volatile` global in an object's .rodata through BTF and sets
+// it before load (how third-party unwinders learn their assigned slot).
+// False when the object has no such 4-byte variable.
+bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value);
 
 }  // namespace omniprof

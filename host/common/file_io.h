@@ -1,5 +1,5 @@
-// Reading a whole file descriptor: /proc files and small config files, whose
-// size stat cannot tell in advance.
+// Reading the first bytes of a file whose absence means "nothing to say"
+// (read_to_end itself is the SDK's: plugins read /proc files too).
 #pragma once
 
 #include <errno.h>
@@ -8,21 +8,9 @@
 
 #include <string>
 
-namespace omniprof {
+#include "omniprof/support/regular_file.h"
 
-// Appends everything left to read on `fd` to `out`, retrying on EINTR.
-// Returns 0, or the errno of the read that failed; callers word the error,
-// since each knows what the file is.
-inline int read_to_end(int fd, std::string& out) {
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return 0;
-    out.append(buffer, static_cast<size_t>(n));
-  }
-}
+namespace omniprof {
 
 // The first `limit` bytes of the file at `path`; empty if it cannot be
 // opened or read (for files whose absence means "nothing to say": a

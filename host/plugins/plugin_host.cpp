@@ -1,6 +1,5 @@
 #include "plugins/plugin_host.h"
 
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <string.h>
@@ -102,51 +101,6 @@ int api_private_map_fd(void* host, const char* name) {
   if (std::find(shared.begin(), shared.end(), name) != shared.end()) return -1;
   bpf_map* map = bpf_object__find_map_by_name(ctx->plugin->object, name);
   return map ? bpf_map__fd(map) : -1;
-}
-
-// Finds a `const volatile` global in an object's .rodata through BTF and sets
-// it before load (how third-party unwinders learn their assigned slot).
-bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
-  bpf_map* rodata = nullptr;
-  bpf_map* map = nullptr;
-  bpf_object__for_each_map(map, object) {
-    const char* name = bpf_map__name(map);
-    size_t len = strlen(name);
-    if (len >= 7 && strcmp(name + len - 7, ".rodata") == 0) rodata = map;
-  }
-  btf* types = bpf_object__btf(object);
-  if (!rodata || !types) return false;
-  int sec_id = btf__find_by_name_kind(types, ".rodata", BTF_KIND_DATASEC);
-  if (sec_id < 0) return false;
-  const btf_type* sec = btf__type_by_id(types, sec_id);
-  const btf_var_secinfo* vars = btf_var_secinfos(sec);
-  size_t size = 0;
-  auto* data = static_cast<uint8_t*>(const_cast<void*>(bpf_map__initial_value(rodata, &size)));
-  for (int i = 0; i < btf_vlen(sec); ++i) {
-    const btf_type* var = btf__type_by_id(types, vars[i].type);
-    if (strcmp(btf__name_by_offset(types, var->name_off), variable) != 0) continue;
-    if (vars[i].size != sizeof(uint32_t) || vars[i].offset + sizeof(uint32_t) > size) return false;
-    memcpy(data + vars[i].offset, &value, sizeof(value));
-    return true;
-  }
-  return false;
-}
-
-// The OMNIPROF_PROGRAM_NEEDS_* features the running kernel has, probed once.
-// OMNIPROF_HIDE_BPF_FEATURES=bpf_loop makes the host act as on a kernel
-// without them (5.10 to 5.16): the tests load the fallback programs on any
-// kernel that way.
-uint32_t kernel_features() {
-  static const uint32_t features = [] {
-    uint32_t f = 0;
-    const char* hidden = std::getenv("OMNIPROF_HIDE_BPF_FEATURES");
-    bool hide_loop = hidden && std::strstr(hidden, "bpf_loop");
-    if (!hide_loop && libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1) {
-      f |= OMNIPROF_PROGRAM_NEEDS_BPF_LOOP;
-    }
-    return f;
-  }();
-  return features;
 }
 
 uint32_t fixed_slot(omniprof_module_type type) {

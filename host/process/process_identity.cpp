@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "common/file_io.h"
-#include "common/text_fields.h"
+#include "omniprof/support/text_fields.h"
 #include "process/container_metadata.h"
 #include "omniprof/support/unique_fd.h"
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "common/text_fields.h"
+#include "omniprof/support/text_fields.h"
 #include "common/file_io.h"
 #include "omniprof/support/unique_fd.h"
 

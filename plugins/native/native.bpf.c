@@ -18,6 +18,7 @@
  * omniprof_unwind_state in abi.h).
  * Every loop has a constant bound and every array index is masked, which is
  * what the verifier of a 5.10 kernel needs to accept them. */
+#include "omniprof/bpf/code_address.h"
 #include "omniprof/bpf/unwinder.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -177,13 +178,10 @@ static __always_inline struct omniprof_unwind_rule *find_rule(struct omniprof_un
 }
 
 /* The caller of the current frame from the unwind tables, or from frame
- * pointers where they do not cover the pc. */
+ * pointers where they do not cover the pc (the code the frame ran: the
+ * call's row applies, not the row after it). */
 static __always_inline int unwind_step(struct omniprof_unwind_state *state,
-                                       struct omniprof_process_info *process) {
-  /* A return address points after its call; the call (whose row applies) is
-   * one byte earlier. The leaf's pc is exact. */
-  __u64 pc = state->ip;
-  if (state->stack.len > 1) pc -= 1;
+                                       struct omniprof_process_info *process, __u64 pc) {
   struct omniprof_process_mapping *mapping = process ? find_mapping(process, pc) : NULL;
   if (!mapping) {
     /* A library loaded after the host read the mappings (dlopen), or JIT
@@ -250,11 +248,9 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state,
   if (omniprof_push_frame(state, state->ip, OMNIPROF_FRAME_NATIVE) < 0) {
     return stop_with(state, OMNIPROF_STAT_NATIVE_STOP_MAX_DEPTH);
   }
-  /* A return address is one past its call: the call is what ran. */
-  __u64 pc = state->ip;
-  if (state->stack.len > 1) pc -= 1;
+  __u64 pc = omniprof_code_address(state->ip, state->stack.len > 1);
   if (omniprof_in_interpreter(process, pc)) omniprof_mark_interpreter_frame(state);
-  return unwind_step(state, process);
+  return unwind_step(state, process, pc);
 }
 
 /* Tail calls the native walk may spend: the rest is kept for the

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include <fmt/format.h>
@@ -23,7 +24,7 @@ std::string section_name(Elf* elf, size_t shstrndx, const GElf_Shdr& shdr) {
   return name != nullptr ? name : "";
 }
 
-const char* const kGnuCompressedPrefix = ".zdebug";
+constexpr std::string_view kGnuCompressedPrefix = ".zdebug";
 
 // The size a compressed section says it inflates to: ch_size of its
 // compression header (SHF_COMPRESSED), or the big-endian size after "ZLIB"
@@ -127,6 +128,9 @@ ElfFile::ElfFile(ElfFile&& other) noexcept
       elf_(std::exchange(other.elf_, nullptr)),
       elf_type_(other.elf_type_),
       machine_(other.machine_),
+      is_64bit_little_endian_(other.is_64bit_little_endian_),
+      file_size_(other.file_size_),
+      program_headers_(std::move(other.program_headers_)),
       load_segments_(std::move(other.load_segments_)),
       tls_segment_(other.tls_segment_) {}
 
@@ -138,6 +142,9 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     elf_ = std::exchange(other.elf_, nullptr);
     elf_type_ = other.elf_type_;
     machine_ = other.machine_;
+    is_64bit_little_endian_ = other.is_64bit_little_endian_;
+    file_size_ = other.file_size_;
+    program_headers_ = std::move(other.program_headers_);
     load_segments_ = std::move(other.load_segments_);
     tls_segment_ = other.tls_segment_;
   }
@@ -183,10 +190,12 @@ Result<void> ElfFile::validate() {
   }
   elf_type_ = ehdr.e_type;
   machine_ = ehdr.e_machine;
+  is_64bit_little_endian_ = ehdr.e_ident[EI_CLASS] == ELFCLASS64 && ehdr.e_ident[EI_DATA] == ELFDATA2LSB;
 
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return make_error(fmt::format("{}: {}", path_, std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  file_size_ = file_size;
 
   // Range checks use the raw header fields: libelf quietly reports zero
   // sections (or fewer segments) when a table lies outside the file, which
@@ -267,6 +276,8 @@ Result<void> ElfFile::validate() {
     if (gelf_getphdr(elf_, static_cast<int>(index), &phdr) == nullptr) {
       return make_error(fmt::format("{}: program header {} unreadable: {}", path_, index, libelf_error()));
     }
+    program_headers_.push_back(
+        ProgramHeader{phdr.p_type, phdr.p_flags, phdr.p_offset, phdr.p_vaddr, phdr.p_filesz, phdr.p_memsz});
     if (phdr.p_type == PT_LOAD) {
       load_segments_.push_back(LoadSegment{phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, phdr.p_memsz, phdr.p_flags});
     } else if (phdr.p_type == PT_TLS) {
@@ -448,13 +459,8 @@ Result<std::vector<uint8_t>> ElfFile::read_at_vaddr(uint64_t vaddr, size_t size)
     const uint64_t into = vaddr - segment.vaddr;
     if (size > segment.filesz - into) break;  // runs past the file-backed part
     std::vector<uint8_t> bytes(size);
-    const uint64_t offset = segment.offset + into;
-    const ssize_t got = ::pread(fd_.get(), bytes.data(), size, static_cast<off_t>(offset));
-    if (got < 0) return make_error(fmt::format("{}: reading file offset {:#x}: {}", path_, offset, std::strerror(errno)));
-    if (static_cast<size_t>(got) != size) {
-      return make_error(fmt::format("{}: short read at file offset {:#x} ({} of {} bytes): the file shrank?", path_,
-                                    offset, got, size));
-    }
+    auto read = read_file_range(segment.offset + into, size, bytes.data(), fmt::format("address {:#x}", vaddr));
+    if (!read) return read.error();
     return bytes;
   }
   return make_error(fmt::format("{}: address {:#x} (+{} bytes) is not in the file-backed part of a PT_LOAD segment",
@@ -462,21 +468,76 @@ Result<std::vector<uint8_t>> ElfFile::read_at_vaddr(uint64_t vaddr, size_t size)
 }
 
 Result<std::vector<uint8_t>> ElfFile::section_bytes(std::string_view name, uint64_t* vaddr) const {
-  size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf_, &shstrndx) != 0) {
-    return make_error(fmt::format("{}: cannot read the section name table index: {}", path_, libelf_error()));
+  for (const ElfSection& section : sections()) {
+    if (section.name != name) continue;
+    auto bytes = read_section(section);
+    if (!bytes) return bytes.error();
+    if (vaddr) *vaddr = section.addr;
+    return std::vector<uint8_t>(bytes->data.get(), bytes->data.get() + bytes->size);
   }
+  return make_error(fmt::format("{}: no section named {}", path_, name));
+}
+
+bool ElfSection::compressed() const {
+  return (flags & SHF_COMPRESSED) != 0 || std::string_view(name).starts_with(kGnuCompressedPrefix);
+}
+
+std::vector<ElfSection> ElfFile::sections() const {
+  std::vector<ElfSection> result;
+  size_t shstrndx = 0;
+  const bool have_names = elf_getshdrstrndx(elf_, &shstrndx) == 0;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
     GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || section_name(elf_, shstrndx, shdr) != name) continue;
-    auto contents = section_contents(elf_, scn, path_);
-    if (!contents) return contents.error();
-    const auto* begin = static_cast<const uint8_t*>((*contents)->d_buf);
-    if (vaddr) *vaddr = shdr.sh_addr;
-    return std::vector<uint8_t>(begin, begin + (*contents)->d_size);
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;  // validate() read every header once
+    result.push_back(ElfSection{elf_ndxscn(scn), have_names ? section_name(elf_, shstrndx, shdr) : "", shdr.sh_type,
+                                shdr.sh_flags, shdr.sh_addr, shdr.sh_offset, shdr.sh_size});
   }
-  return make_error(fmt::format("{}: no section named {}", path_, name));
+  return result;
+}
+
+Result<OwnedBytes> ElfFile::read_section(const ElfSection& section) const {
+  const std::string what = fmt::format("section {}", section.name);
+  if (section.type == SHT_NOBITS) return make_error(fmt::format("{}: {}: has no bytes in the file", path_, what));
+  if (!section.compressed()) return read_file_bytes(section.offset, section.size, what);
+  Elf_Scn* scn = elf_getscn(elf_, section.index);
+  if (scn == nullptr) return make_error(fmt::format("{}: {}: no section {}: {}", path_, what, section.index, libelf_error()));
+  auto contents = section_contents(elf_, scn, path_);
+  if (!contents) return contents.error();
+  OwnedBytes bytes;
+  bytes.size = (*contents)->d_size;
+  bytes.data = std::make_unique_for_overwrite<uint8_t[]>(bytes.size);
+  std::memcpy(bytes.data.get(), (*contents)->d_buf, bytes.size);
+  return bytes;
+}
+
+Result<OwnedBytes> ElfFile::read_file_bytes(uint64_t offset, uint64_t size, std::string_view what) const {
+  // A corrupt (or hostile) header must not make us allocate gigabytes.
+  if (size > kMaxInflatedSectionBytes) {
+    return make_error(fmt::format("{}: {} is {:#x} bytes, more than the {:#x} accepted", path_, what, size,
+                                  kMaxInflatedSectionBytes));
+  }
+  OwnedBytes bytes;
+  bytes.data = std::make_unique_for_overwrite<uint8_t[]>(size);
+  bytes.size = size;
+  if (auto read = read_file_range(offset, size, bytes.data.get(), what); !read) return read.error();
+  return bytes;
+}
+
+Result<void> ElfFile::read_file_range(uint64_t offset, uint64_t size, uint8_t* out, std::string_view what) const {
+  if (offset > file_size_ || size > file_size_ - offset) {
+    return make_error(fmt::format("{}: {} (file offset {:#x}, {:#x} bytes) extends past the end of the file ({:#x} bytes)",
+                                  path_, what, offset, size, file_size_));
+  }
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd_.get(), out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(fmt::format("{}: reading {}: {}", path_, what, std::strerror(errno)));
+    if (n == 0) return make_error(fmt::format("{}: reading {}: the file ended early (truncated while reading?)", path_, what));
+    done += static_cast<uint64_t>(n);
+  }
+  return ok();
 }
 
 Result<void> check_inflated_size(const std::string& path, const std::string& section, uint64_t declared,

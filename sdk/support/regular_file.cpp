@@ -1,6 +1,7 @@
 #include "omniprof/support/regular_file.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -42,6 +43,17 @@ Result<RegularFile> open_regular_file(const std::string& path) {
     return make_error(fmt::format("{}: is {}, not a regular file", path, file_type_name(file.st.st_mode)));
   }
   return file;
+}
+
+int read_to_end(int fd, std::string& out) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return 0;
+    out.append(buffer, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace omniprof

@@ -6,8 +6,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
+#include <elf.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -554,42 +553,14 @@ TEST_F(MalformedElfTest, RandomCorruptionNeverCrashes) {
 
 // --- Compressed sections -----------------------------------------------------
 
-// Compresses the named sections of the ELF file at `path` in place, keeping
-// every other section where it is (ELF_F_LAYOUT: libelf must not move the
-// loadable sections).
+// Compresses the named sections of the ELF file at `path` in place with
+// elfutils' eu-elfcompress, which keeps the loadable sections where they are.
 ::testing::AssertionResult compress_sections(const std::string& path, const std::set<std::string>& names) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return ::testing::AssertionFailure() << "libelf unusable";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return ::testing::AssertionFailure() << path << ": " << std::strerror(errno);
-  Elf* elf = elf_begin(fd, ELF_C_RDWR, nullptr);
-  auto fail = [&](const std::string& what) {
-    const char* message = elf_errmsg(-1);
-    if (elf != nullptr) elf_end(elf);
-    ::close(fd);
-    return ::testing::AssertionFailure() << what << ": " << (message ? message : "?");
-  };
-  if (elf == nullptr) return fail("elf_begin");
-  elf_flagelf(elf, ELF_C_SET, ELF_F_LAYOUT);
-  size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return fail("elf_getshdrstrndx");
-  size_t compressed = 0;
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) return fail("gelf_getshdr");
-    const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
-    if (name == nullptr || names.count(name) == 0) continue;
-    if (elf_compress(scn, ELFCOMPRESS_ZLIB, ELF_CHF_FORCE) < 0) return fail(std::string("elf_compress ") + name);
-    // elf_compress changes the header and contents in memory only; with
-    // ELF_F_LAYOUT elf_update writes back only what is flagged dirty.
-    elf_flagshdr(scn, ELF_C_SET, ELF_F_DIRTY);
-    elf_flagscn(scn, ELF_C_SET, ELF_F_DIRTY);
-    ++compressed;
-  }
-  if (compressed != names.size()) return fail("not all sections found");
-  if (elf_update(elf, ELF_C_WRITE) < 0) return fail("elf_update");
-  elf_end(elf);
-  ::close(fd);
+  std::string command = "eu-elfcompress -q --force -t zlib";
+  for (const std::string& name : names) command += " -n '" + name + "'";
+  command += " '" + path + "' 2>&1";
+  const std::string output = run_command(command + "; echo \"exit $?\"");
+  if (output.find("exit 0") == std::string::npos) return ::testing::AssertionFailure() << command << ": " << output;
   return ::testing::AssertionSuccess();
 }
 
@@ -641,23 +612,19 @@ TEST(CompressedSectionsTest, CompressedSymbolTableIsRead) {
 // Elf64_Chdr: ch_type, ch_reserved, then ch_size) with `declared`.
 ::testing::AssertionResult patch_compressed_size(const std::string& path, const std::string& name, uint64_t declared,
                                                  uint64_t* compressed_size) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return ::testing::AssertionFailure() << "open " << path;
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
-  size_t shstrndx = 0;
   uint64_t offset = 0;
-  if (elf == nullptr || elf_getshdrstrndx(elf, &shstrndx) != 0) return ::testing::AssertionFailure() << "libelf";
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
-    const char* section = elf_strptr(elf, shstrndx, shdr.sh_name);
-    if (section != nullptr && name == section && (shdr.sh_flags & SHF_COMPRESSED) != 0) {
-      offset = shdr.sh_offset;
-      *compressed_size = shdr.sh_size;
+  {
+    auto elf = ElfFile::open(path);
+    if (!elf) return ::testing::AssertionFailure() << elf.error().message;
+    for (const ElfSection& section : elf->sections()) {
+      if (section.name == name && (section.flags & SHF_COMPRESSED) != 0) {
+        offset = section.offset;
+        *compressed_size = section.size;
+      }
     }
   }
-  elf_end(elf);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ::testing::AssertionFailure() << "open " << path;
   const bool written = offset != 0 && ::pwrite(fd, &declared, sizeof(declared), static_cast<off_t>(offset + 8)) == 8;
   ::close(fd);
   if (!written) return ::testing::AssertionFailure() << "no compressed " << name << " in " << path;

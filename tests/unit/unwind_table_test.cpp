@@ -42,6 +42,7 @@
 #include "omniprof/support/elf_file.h"
 #include "unwind/cfa_program.h"
 #include "unwind/dwarf_cfi.h"
+#include "unwind/elf_cfi.h"
 #include "unwind/function_ranges.h"
 
 namespace omniprof::unwind {

@@ -4,8 +4,8 @@
 // debug file, possibly compressed).
 //
 // The parser works on bytes in memory (`parse_eh_frame`, `parse_debug_frame`)
-// so tests can feed crafted sections; `read_elf_cfi` finds and loads those
-// sections from an ELF file. Everything is bounds-checked, never a crash and
+// so tests can feed crafted sections; `read_elf_cfi` (elf_cfi.h) finds and
+// loads those sections from an ELF file. Everything is bounds-checked, never a crash and
 // never a silent cut: a malformed FDE or CIE costs that FDE (or the FDEs of
 // that CIE), counted, with a message naming the file, the section and the
 // byte offset; an entry whose length makes the rest of the section
@@ -274,56 +274,5 @@ struct EhFrameHdr {
 };
 Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t hdr_vaddr,
                                       std::string_view file = "<memory>");
-
-// ---------------------------------------------------------------------------
-// Loading the sections from an ELF file.
-
-// Section bytes owned by the loader.
-struct CfiSection {
-  CfiFormat format = CfiFormat::kEhFrame;
-  std::string file;  // the file the bytes come from (the debug file for its .debug_frame)
-  std::string name;  // ".eh_frame", ".debug_frame", ".zdebug_frame"
-  std::unique_ptr<uint8_t[]> data;
-  size_t size = 0;
-  uint64_t vaddr = 0;
-  std::optional<uint64_t> file_offset;  // absent when decompressed
-  bool compressed = false;
-  bool from_debug_file = false;
-  bool through_eh_frame_hdr = false;  // found through PT_GNU_EH_FRAME, no section headers
-  bool ends_at_terminator = false;
-
-  CfiSectionView view() const;
-};
-
-// A [begin, end) range of executable addresses (PF_X PT_LOAD segments).
-struct CodeRange {
-  uint64_t begin = 0;
-  uint64_t end = 0;
-};
-
-// Whether an FDE describes real code: a non-empty range that does not
-// overflow and, when `code_ranges` is not empty, lies within one of them
-// (FDEs of functions discarded at link time keep placeholder addresses in
-// .debug_frame). Both the table builder and the function ranges use it.
-bool fde_in_code(const Fde& fde, std::span<const CodeRange> code_ranges);
-
-struct ElfCfi {
-  std::string path;
-  std::string build_id;    // hex, empty when the file has none
-  std::string debug_file;  // the separate debug file consulted, "" when none
-  std::vector<CodeRange> code_ranges;
-  std::vector<CfiSection> sections;  // .eh_frame first when present, then .debug_frame
-};
-
-struct CfiReadOptions {
-  std::string debug_root = "/usr/lib/debug";
-  // Look for .debug_frame in the separate debug file (by build ID, then
-  // .gnu_debuglink) when the file itself has none.
-  bool use_debug_file = true;
-};
-
-// Reads the CFI sections of an x86-64 ELF file. A file without any is not an
-// error: `sections` is empty.
-Result<ElfCfi> read_elf_cfi(const std::string& path, const CfiReadOptions& options = {});
 
 }  // namespace omniprof::unwind

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "omniprof/support/result.h"
-#include "unwind/dwarf_cfi.h"
+#include "unwind/elf_cfi.h"
 
 namespace omniprof::unwind {
 

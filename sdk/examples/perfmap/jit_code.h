@@ -10,22 +10,13 @@
 #include <string_view>
 #include <vector>
 
-#include "omniprof/support/result.h"
+#include "omniprof/support/proc_maps.h"
 
 namespace omniprof::perfmap {
 
-struct ProcMapsEntry {
-  uint64_t start = 0;
-  uint64_t end = 0;
-  bool executable = false;
-  std::string path;  // empty for anonymous memory
-  // Anonymous memory: no path, or a named one ("[anon:...]"); not the
-  // kernel's [vdso], [vsyscall], [stack], ... which hold no JIT code.
-  bool anonymous() const;
-};
-
-// /proc/PID/maps text; an error names the line that does not parse.
-Result<std::vector<ProcMapsEntry>> parse_proc_maps(std::string_view text);
+// Anonymous memory: no path, or a named one ("[anon:...]"); not the
+// kernel's [vdso], [vsyscall], [stack], ... which hold no JIT code.
+bool anonymous(const ProcMapping& mapping);
 
 struct CodeRange {
   uint64_t start = 0;
@@ -40,8 +31,9 @@ struct CodeRange {
 // same reservation is covered too. Past `max_ranges`, the closest ranges are
 // merged, never across a file-backed executable mapping (its frames are the
 // native plugin's to name); what still does not fit is left out, the
-// smallest first, and counted in *left_out.
-std::vector<CodeRange> jit_code_ranges(const std::vector<ProcMapsEntry>& maps, size_t max_ranges,
+// smallest first, and counted in *left_out. `maps` are sorted by start, as
+// the kernel lists them (parse_proc_maps).
+std::vector<CodeRange> jit_code_ranges(const std::vector<ProcMapping>& maps, size_t max_ranges,
                                        size_t* left_out);
 
 // The pid the process has in its own pid namespace (the last NSpid field of

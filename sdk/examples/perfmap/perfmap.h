@@ -3,7 +3,7 @@
 #define OMNIPROF_PERFMAP_H
 
 /* A frame's detail: its address is a return address (every frame but the
- * sampled one), so the code that ran is the byte before it. */
+ * sampled one): see omniprof_code_address. */
 #define PERFMAP_DETAIL_RETURN_ADDRESS 1u
 
 /* Counters, in the plugin's percpu_stats range (OMNIPROF_STATS_BASE of its

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "jit_code.h"
+#include "omniprof/bpf/code_address.h"
 #include "omniprof/plugin.hpp"
 #include "omniprof/support/regular_file.h"
 #include "perf_map.h"
@@ -57,15 +58,8 @@ omniprof::Result<std::string> read_text(const std::string& path) {
   auto file = omniprof::open_regular_file(path);
   if (!file) return file.error();
   std::string text;
-  char buffer[16384];
-  for (;;) {
-    ssize_t n = read(file->fd.get(), buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return omniprof::make_error(path + ": " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
+  if (int error = omniprof::read_to_end(file->fd.get(), text); error != 0) {
+    return omniprof::make_error(path + ": " + std::strerror(error));
   }
   return text;
 }
@@ -91,7 +85,7 @@ class PerfmapPlugin {
     if (map_path.empty()) return OMNIPROF_NOT_MINE;
     auto maps_text = read_text(proc + "/maps");
     if (!maps_text) return OMNIPROF_NOT_MINE;
-    auto maps = pm::parse_proc_maps(*maps_text);
+    auto maps = omniprof::parse_proc_maps(*maps_text);
     if (!maps) {
       omniprof::sdk::set_error(error, proc + "/maps: " + maps.error().message);
       return OMNIPROF_ERR_PARSE;
@@ -130,7 +124,7 @@ class PerfmapPlugin {
       return OMNIPROF_ERR_INVALID_ARGUMENT;
     }
     pm::PerfMapReader& reader = *it->second;
-    const uint64_t pc = frame.address - ((frame.detail & PERFMAP_DETAIL_RETURN_ADDRESS) ? 1 : 0);
+    const uint64_t pc = omniprof_code_address(frame.address, (frame.detail & PERFMAP_DETAIL_RETURN_ADDRESS) != 0);
     const std::string* name = reader.symbols().lookup(pc);
     if (!name) {
       refresh(pid, reader);  // written since the last tick

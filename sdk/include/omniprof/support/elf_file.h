@@ -1,13 +1,17 @@
 // ElfFile: read-only view of one ELF file on disk (executable, shared library
-// or separate debug file), built on libelf. Everything a symbolizer needs:
-// build ID, .gnu_debuglink, PT_LOAD segments and the function symbols of
-// .symtab/.dynsym. Malformed files produce errors, never crashes: the
-// profiler reads whatever happens to be mapped into processes on the machine.
+// or separate debug file), built on libelf, the only libelf handle in the
+// tree. Everything a symbolizer needs (build ID, .gnu_debuglink, PT_LOAD
+// segments, the function symbols of .symtab/.dynsym) and what an unwinder
+// needs (program headers, section headers, a section's bytes read straight
+// into a buffer of its own). Malformed files produce errors, never crashes:
+// the profiler reads whatever happens to be mapped into processes on the
+// machine.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +41,38 @@ struct LoadSegment {
   uint64_t filesz = 0;
   uint64_t memsz = 0;
   uint32_t flags = 0;  // PF_R | PF_W | PF_X
+};
+
+// One entry of the program header table.
+struct ProgramHeader {
+  uint32_t type = 0;   // PT_LOAD, PT_GNU_EH_FRAME, ...
+  uint32_t flags = 0;  // PF_R | PF_W | PF_X
+  uint64_t offset = 0;
+  uint64_t vaddr = 0;
+  uint64_t filesz = 0;
+  uint64_t memsz = 0;
+};
+
+// One entry of the section header table.
+struct ElfSection {
+  size_t index = 0;
+  std::string name;    // "" when the name table does not give one
+  uint32_t type = 0;   // SHT_PROGBITS, SHT_NOBITS, ...
+  uint64_t flags = 0;  // SHF_ALLOC, SHF_COMPRESSED, ...
+  uint64_t addr = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;  // in the file (compressed size when compressed)
+
+  // SHF_COMPRESSED (ELF compression header) or .zdebug_* (the older GNU
+  // format, "ZLIB" and a big-endian size).
+  bool compressed() const;
+};
+
+// Bytes read from a file into a buffer of their own (not zeroed first: a
+// section read whole costs one pread and no copy).
+struct OwnedBytes {
+  std::unique_ptr<uint8_t[]> data;
+  uint64_t size = 0;
 };
 
 // The PT_TLS segment: the initial image of the file's thread-local block.
@@ -79,6 +115,10 @@ class ElfFile {
   std::optional<DebugLink> debuglink() const;
   uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN, ...
   uint16_t machine() const { return machine_; }    // EM_X86_64, ...
+  // ELFCLASS64 and ELFDATA2LSB for x86-64 files.
+  bool is_64bit_little_endian() const { return is_64bit_little_endian_; }
+  // Every entry of the program header table, in file order.
+  const std::vector<ProgramHeader>& program_headers() const { return program_headers_; }
   const std::vector<LoadSegment>& load_segments() const { return load_segments_; }
   // nullopt when the file has no thread-local storage.
   const std::optional<TlsSegment>& tls_segment() const { return tls_segment_; }
@@ -108,6 +148,19 @@ class ElfFile {
   // `vaddr`, when given, receives the section's address (sh_addr).
   Result<std::vector<uint8_t>> section_bytes(std::string_view name, uint64_t* vaddr = nullptr) const;
 
+  // Every entry of the section header table but the null one, in file order.
+  std::vector<ElfSection> sections() const;
+  // A section's bytes in a buffer of their own: read with pread when stored
+  // as is, inflated by libelf (after check_inflated_size) when compressed.
+  // An error for SHT_NOBITS, a range past the end of the file, or more than
+  // kMaxInflatedSectionBytes.
+  Result<OwnedBytes> read_section(const ElfSection& section) const;
+  // `size` bytes at file offset `offset` (at most kMaxInflatedSectionBytes);
+  // `what` names them in errors.
+  Result<OwnedBytes> read_file_bytes(uint64_t offset, uint64_t size, std::string_view what) const;
+  // The same into `out`, which holds at least `size` bytes.
+  Result<void> read_file_range(uint64_t offset, uint64_t size, uint8_t* out, std::string_view what) const;
+
  private:
   ElfFile(std::string path, UniqueFd fd, Elf* elf);
   Result<void> validate();
@@ -118,6 +171,9 @@ class ElfFile {
   Elf* elf_ = nullptr;
   uint16_t elf_type_ = 0;
   uint16_t machine_ = 0;
+  bool is_64bit_little_endian_ = false;
+  uint64_t file_size_ = 0;
+  std::vector<ProgramHeader> program_headers_;
   std::vector<LoadSegment> load_segments_;
   std::optional<TlsSegment> tls_segment_;
 };

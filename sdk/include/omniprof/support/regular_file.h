@@ -36,4 +36,10 @@ const char* file_type_name(mode_t mode);
 // and, for anything else, what it is: "PATH: is a FIFO, not a regular file".
 Result<RegularFile> open_regular_file(const std::string& path);
 
+// Appends everything left to read on `fd` to `out`, retrying on EINTR (a
+// /proc file or a small config file, whose size stat cannot tell in
+// advance). Returns 0, or the errno of the read that failed; callers word
+// the error, since each knows what the file is.
+int read_to_end(int fd, std::string& out);
+
 }  // namespace omniprof

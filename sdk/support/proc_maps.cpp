@@ -1,4 +1,4 @@
-#include "process/proc_maps.h"
+#include "omniprof/support/proc_maps.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "common/text_fields.h"
-#include "common/file_io.h"
+#include "omniprof/support/regular_file.h"
+#include "omniprof/support/text_fields.h"
 #include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
