@@ -36,6 +36,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -53,6 +54,7 @@
 #include <vector>
 
 #include "omniprof/plugin.hpp"
+#include "omniprof/runtime_version.hpp"
 #include "omniprof/yaml_support.hpp"
 
 namespace omniprof::sdk {
@@ -79,58 +81,6 @@ omniprof_status create_with_offsets(void** instance, char* error, Make&& make) {
   });
 }
 
-// A runtime's version as reported by the process (e.g. from Py_Version or
-// ruby_version), compared component-wise.
-struct RuntimeVersion {
-  int major = 0;
-  int minor = 0;
-  int patch = 0;
-
-  // "3.11" (patch 0), "3.11.4", and versions with a suffix after the last
-  // number: "2.7.18+", "3.13.0rc1", "3.12.0a7". Needs at least MAJOR.MINOR.
-  static std::optional<RuntimeVersion> parse(std::string_view text) {
-    RuntimeVersion version;
-    const char* cursor = text.data();
-    const char* const end = text.data() + text.size();
-    if (!parse_component(cursor, end, version.major)) return std::nullopt;
-    if (cursor == end || *cursor != '.') return std::nullopt;
-    ++cursor;
-    if (!parse_component(cursor, end, version.minor)) return std::nullopt;
-    // A third number only if a digit follows the dot: in "3.11.x" or "3.11."
-    // the rest is a suffix like any other.
-    if (end - cursor >= 2 && cursor[0] == '.' && cursor[1] >= '0' && cursor[1] <= '9') {
-      ++cursor;
-      if (!parse_component(cursor, end, version.patch)) return std::nullopt;
-    }
-    return version;
-  }
-
-  std::string to_string() const {
-    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-  }
-
-  // Spelled out rather than `= default` / `<=>`: the SDK's headers compile
-  // as C++17 (tests/sdk/check_headers.sh).
-  friend bool operator==(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() == b.key(); }
-  friend bool operator!=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() != b.key(); }
-  friend bool operator<(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() < b.key(); }
-  friend bool operator>(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() > b.key(); }
-  friend bool operator<=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() <= b.key(); }
-  friend bool operator>=(const RuntimeVersion& a, const RuntimeVersion& b) { return a.key() >= b.key(); }
-
- private:
-  std::tuple<int, int, int> key() const { return {major, minor, patch}; }
-
-  // A run of decimal digits at `cursor` that fits in an int; advances past it.
-  static bool parse_component(const char*& cursor, const char* end, int& value) {
-    if (cursor == end || *cursor < '0' || *cursor > '9') return false;
-    auto [next, ec] = std::from_chars(cursor, end, value);
-    if (ec != std::errc()) return false;
-    cursor = next;
-    return true;
-  }
-};
-
 // The offsets of one `versions` entry.
 class Offsets {
  public:
@@ -153,6 +103,11 @@ class Offsets {
 
   // Every field of this entry, for logging what a plugin was configured with.
   const std::map<std::string, int64_t>& fields() const { return fields_; }
+
+  int major() const { return major_; }
+  int minor() const { return minor_; }
+  // Unset for a MAJOR.MINOR entry, which covers every patch release.
+  std::optional<int> patch() const { return patch_; }
 
  private:
   friend class OffsetTable;
@@ -203,6 +158,9 @@ class OffsetTable {
 
   // The file's `runtime`, e.g. "python".
   const std::string& runtime() const { return runtime_; }
+
+  // The entries in file order.
+  const std::vector<Offsets>& entries() const { return entries_; }
 
   // The versions as written in the file, in file order (for messages such as
   // "no offsets for python 3.14.0; known: 3.11, 3.12").
@@ -388,6 +346,179 @@ class OffsetTable {
 
   std::string runtime_;
   std::vector<Offsets> entries_;
+};
+
+// One key of a plugin's offsets file bound to a field of the struct the
+// plugin keeps per version (its BPF map's struct and its reader's offsets
+// side by side), by the field's position and width:
+//   1 byte:  an unsigned value 0 to 255 (a model, an enum)
+//   2 bytes: an offset 0 to none-1, or -1 (absent) stored as `none`
+//            (the BPF side's OFFSET_NONE, 0xffff)
+//   4 bytes: an unsigned value 0 to 2^32-1
+//   8 bytes: an int64_t, -1 for absent
+struct OffsetField {
+  std::string_view key;
+  std::size_t offset;  // from the start of the bound struct
+  std::size_t size;
+};
+
+// The field `member` of the struct member `part` of `Struct`, under the key
+// "member": OMNIPROF_OFFSET_FIELD(PythonVersionOffsets, bpf, frame_back).
+#define OMNIPROF_OFFSET_FIELD(Struct, part, member)                                                          \
+  ::omniprof::sdk::OffsetField {                                                                             \
+    #member, offsetof(Struct, part) + offsetof(decltype(Struct::part), member),                              \
+        sizeof(std::declval<Struct&>().part.member)                                                          \
+  }
+
+// The keys of one offsets file bound to the fields of `Entry`.
+template <typename Entry>
+class OffsetBinding {
+ public:
+  template <std::size_t N>
+  constexpr OffsetBinding(const OffsetField (&fields)[N], uint16_t none) : fields_(fields), count_(N), none_(none) {}
+
+  // In binding order.
+  std::vector<std::string_view> keys() const {
+    std::vector<std::string_view> keys;
+    for (std::size_t i = 0; i < count_; ++i) keys.push_back(fields_[i].key);
+    return keys;
+  }
+
+  const OffsetField* find(std::string_view key) const {
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (fields_[i].key == key) return &fields_[i];
+    }
+    return nullptr;
+  }
+
+  // The value of `key` as the file writes it (-1 for absent); throws
+  // std::out_of_range for a key not bound.
+  int64_t value(const Entry& entry, std::string_view key) const {
+    const OffsetField* field = find(key);
+    if (!field) throw std::out_of_range("no offset named " + std::string(key));
+    const unsigned char* at = reinterpret_cast<const unsigned char*>(&entry) + field->offset;
+    switch (field->size) {
+      case 1:
+        return load<uint8_t>(at);
+      case 2: {
+        uint16_t value = load<uint16_t>(at);
+        return value == none_ ? -1 : value;
+      }
+      case 4:
+        return load<uint32_t>(at);
+      default:
+        return load<int64_t>(at);
+    }
+  }
+
+  // Sets `key`; false for a key not bound or a value the field cannot hold.
+  bool set(Entry& entry, std::string_view key, int64_t value) const {
+    const OffsetField* field = find(key);
+    if (!field) return false;
+    unsigned char* at = reinterpret_cast<unsigned char*>(&entry) + field->offset;
+    switch (field->size) {
+      case 1:
+        if (value < 0 || value > 0xff) return false;
+        return store(at, static_cast<uint8_t>(value));
+      case 2:
+        // `none` itself is not an offset: it means absent.
+        if (value < -1 || value >= none_) return false;
+        return store(at, static_cast<uint16_t>(value < 0 ? none_ : value));
+      case 4:
+        if (value < 0 || value > 0xffffffffLL) return false;
+        return store(at, static_cast<uint32_t>(value));
+      default:
+        if (value < -1) return false;
+        return store(at, value);
+    }
+  }
+
+  // Fills every bound field of `entry` from `source`, which must list each
+  // of them and no other key; an OffsetError names `where` and the key.
+  void read(const Offsets& source, Entry& entry, const std::string& where) const {
+    for (const auto& field : source.fields()) {
+      if (!find(field.first)) throw OffsetError(where + ": unknown key \"" + field.first + "\"");
+    }
+    for (std::size_t i = 0; i < count_; ++i) {
+      std::string key(fields_[i].key);
+      std::optional<int64_t> value = source.find(key);
+      if (!value) throw OffsetError(where + ": missing required key \"" + key + "\"");
+      if (!set(entry, key, *value)) {
+        throw OffsetError(where + ": " + key + ": " + std::to_string(*value) + " does not fit the field");
+      }
+    }
+  }
+
+ private:
+  template <typename T>
+  static T load(const unsigned char* at) {
+    T value;
+    std::memcpy(&value, at, sizeof(value));
+    return value;
+  }
+  template <typename T>
+  static bool store(unsigned char* at, T value) {
+    std::memcpy(at, &value, sizeof(value));
+    return true;
+  }
+
+  const OffsetField* fields_;
+  std::size_t count_;
+  uint16_t none_;
+};
+
+// A plugin's offsets file as its own per-version structs. `Entry` has
+//   int major, minor, patch;   // patch -1: a MAJOR.MINOR entry
+//   static constexpr const char* kRuntime;           // the file's `runtime`
+//   static const OffsetBinding<Entry>& binding();
+//   static void check(Entry&, const std::string& where);  // what the
+//       binding cannot see (fields that go together, which entries the
+//       plugin takes); throws OffsetError naming `where`
+template <typename Entry>
+class BoundOffsetTable {
+ public:
+  // Errors: OffsetError naming the file, the version and the key.
+  static BoundOffsetTable load_file(const std::string& path) { return bind(OffsetTable::load_file(path), path); }
+  static BoundOffsetTable parse(const std::string& yaml_text, const std::string& source_name) {
+    return bind(OffsetTable::parse(yaml_text, source_name), source_name);
+  }
+
+  // The MAJOR.MINOR entry; nullptr if there is none.
+  const Entry* find(int major, int minor) const { return find(major, minor, -1); }
+  // The MAJOR.MINOR.PATCH entry if there is one, else the MAJOR.MINOR one;
+  // nullptr if neither.
+  const Entry* find(int major, int minor, int patch) const {
+    const Entry* minor_entry = nullptr;
+    for (const Entry& entry : versions_) {
+      if (entry.major != major || entry.minor != minor) continue;
+      if (entry.patch == patch) return &entry;
+      if (entry.patch < 0) minor_entry = &entry;
+    }
+    return minor_entry;
+  }
+  const std::vector<Entry>& versions() const { return versions_; }
+
+ private:
+  static BoundOffsetTable bind(const OffsetTable& table, const std::string& source_name) {
+    if (table.runtime() != Entry::kRuntime) {
+      throw OffsetError(source_name + ": runtime is \"" + table.runtime() + "\", expected \"" + Entry::kRuntime +
+                        "\"");
+    }
+    BoundOffsetTable bound;
+    for (const Offsets& source : table.entries()) {
+      std::string where = source_name + ": " + Entry::kRuntime + " " + source.version();
+      Entry entry;
+      entry.major = source.major();
+      entry.minor = source.minor();
+      entry.patch = source.patch() ? *source.patch() : -1;
+      Entry::binding().read(source, entry, where);
+      Entry::check(entry, where);
+      bound.versions_.push_back(entry);
+    }
+    return bound;
+  }
+
+  std::vector<Entry> versions_;
 };
 
 }  // namespace omniprof::sdk
