@@ -51,13 +51,8 @@ const sdk::OffsetField kFields[] = {
 #undef BPF_FIELD
 #undef READER_FIELD
 
-const sdk::OffsetBinding<PythonVersionOffsets> kBinding(kFields, PYTHON_OFFSET_NONE);
-
-}  // namespace
-
-const sdk::OffsetBinding<PythonVersionOffsets>& PythonVersionOffsets::binding() { return kBinding; }
-
-void PythonVersionOffsets::check(PythonVersionOffsets& offsets, const std::string& where) {
+// One entry per minor version, whose version_hex is that version's.
+void check_entry(PythonVersionOffsets& offsets, const std::string& where) {
   if (offsets.patch >= 0) {
     throw sdk::OffsetError(where + ": expected a MAJOR.MINOR entry (one per minor version)");
   }
@@ -68,14 +63,8 @@ void PythonVersionOffsets::check(PythonVersionOffsets& offsets, const std::strin
   }
 }
 
-std::vector<std::string_view> python_offset_keys() { return kBinding.keys(); }
+}  // namespace
 
-int64_t python_offset_value(const PythonVersionOffsets& offsets, std::string_view key) {
-  return kBinding.value(offsets, key);
-}
-
-bool set_python_offset(PythonVersionOffsets& offsets, std::string_view key, int64_t value) {
-  return kBinding.set(offsets, key, value);
-}
+const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema("python", kFields, PYTHON_OFFSET_NONE, check_entry);
 
 }  // namespace omniprof::python

@@ -40,33 +40,15 @@ struct PythonReaderOffsets {
   int64_t debug_offsets_size = -1;             // sizeof(_Py_DebugOffsets), 3.13+
 };
 
-// Everything known about one minor version (an entry of offsets/python.yaml,
-// bound by sdk::BoundOffsetTable).
-struct PythonVersionOffsets {
-  int major = 0;
-  int minor = 0;
-  int patch = -1;  // always -1: entries are per minor version (the BPF map has one slot per minor)
-  python_offsets bpf{};
-  PythonReaderOffsets reader;
+// Everything known about one minor version: an entry of offsets/python.yaml.
+// Entries are per minor version (patch -1): the BPF map has one slot per minor.
+using PythonVersionOffsets = sdk::VersionOffsets<python_offsets, PythonReaderOffsets>;
 
-  static constexpr const char* kRuntime = "python";
-  static const sdk::OffsetBinding<PythonVersionOffsets>& binding();
-  // One entry per minor version, whose version_hex is that version's.
-  static void check(PythonVersionOffsets& offsets, const std::string& where);
-};
-
-// Throws omniprof::sdk::OffsetError naming the file, the version and the key
-// for a missing, unknown or out-of-range key (the plugin's create hook
-// catches it, see sdk/include/omniprof/offsets.hpp).
-using PythonOffsetsTable = sdk::BoundOffsetTable<PythonVersionOffsets>;
-
-// The YAML keys, in the order of the structs: every one is required in every
-// version entry (-1 where absent), and no other key is accepted.
-std::vector<std::string_view> python_offset_keys();
-// The value of `key` in `offsets` (-1 for PYTHON_OFFSET_NONE), for tests and
-// logging; throws std::out_of_range for a key not in python_offset_keys().
-int64_t python_offset_value(const PythonVersionOffsets& offsets, std::string_view key);
-// Sets `key`; false if the value does not fit the field (a u16 offset, the u8 models).
-bool set_python_offset(PythonVersionOffsets& offsets, std::string_view key, int64_t value);
+// offsets/python.yaml's keys, named as the fields of the two structs, and
+// its checks (one entry per minor version, whose version_hex is that
+// version's). Loading throws omniprof::sdk::OffsetError naming the file, the
+// version and the key (the plugin's create hook catches it).
+extern const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
+using PythonOffsetsTable = sdk::BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
 
 }  // namespace omniprof::python

@@ -78,8 +78,6 @@ const sdk::OffsetField kFields[] = {
 #undef BPF_FIELD
 #undef READER_FIELD
 
-const sdk::OffsetBinding<RubyVersionOffsets> kBinding(kFields, RUBY_OFFSET_NONE);
-
 // 3.2's shape keys come together, and each field lies inside rb_shape_t:
 // the reader reads shape_size bytes per shape and picks the fields out.
 void check_shape_offsets(const RubyReaderOffsets& o, const std::string& where) {
@@ -106,21 +104,8 @@ void check_shape_offsets(const RubyReaderOffsets& o, const std::string& where) {
   }
 }
 
-}  // namespace
-
-const sdk::OffsetBinding<RubyVersionOffsets>& RubyVersionOffsets::binding() { return kBinding; }
-
-std::vector<std::string_view> ruby_offset_keys() { return kBinding.keys(); }
-
-int64_t ruby_offset_value(const RubyVersionOffsets& offsets, std::string_view key) {
-  return kBinding.value(offsets, key);
-}
-
-bool set_ruby_offset(RubyVersionOffsets& offsets, std::string_view key, int64_t value) {
-  return kBinding.set(offsets, key, value);
-}
-
-void RubyVersionOffsets::check(RubyVersionOffsets& offsets, const std::string& where) {
+// The EC model and the fields it needs, the shape fields; sets bpf.version.
+void check_entry(RubyVersionOffsets& offsets, const std::string& where) {
   offsets.bpf.version = static_cast<uint32_t>(offsets.major) << 16 | static_cast<uint32_t>(offsets.minor) << 8;
   int64_t model = offsets.reader.ec_model;
   if (model != RUBY_EC_TLS_DTV && model != RUBY_EC_GLOBAL_POINTER && model != RUBY_EC_MAIN_RACTOR) {
@@ -139,5 +124,9 @@ void RubyVersionOffsets::check(RubyVersionOffsets& offsets, const std::string& w
   }
   check_shape_offsets(offsets.reader, where);
 }
+
+}  // namespace
+
+const sdk::OffsetSchema<RubyVersionOffsets> kRubyOffsetSchema("ruby", kFields, RUBY_OFFSET_NONE, check_entry);
 
 }  // namespace omniprof::ruby

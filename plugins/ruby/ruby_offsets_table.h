@@ -86,35 +86,16 @@ struct RubyReaderOffsets {
   int64_t id_entry_unit = -1;
 };
 
-// Everything known about one version entry: a minor version (patch -1) or
-// one patch release that differs from its minor (3.0.4: the EC in TLS). An
-// entry of offsets/ruby.yaml, bound by sdk::BoundOffsetTable.
-struct RubyVersionOffsets {
-  int major = 0;
-  int minor = 0;
-  int patch = -1;  // -1: every patch release without an entry of its own
-  ruby_offsets bpf{};
-  RubyReaderOffsets reader;
+// Everything known about one version entry of offsets/ruby.yaml: a minor
+// version (patch -1) or one patch release that differs from its minor
+// (3.0.4: the EC in TLS). find(3, 1, 7) finds "3.1", find(3, 0, 4) "3.0.4".
+using RubyVersionOffsets = sdk::VersionOffsets<ruby_offsets, RubyReaderOffsets>;
 
-  static constexpr const char* kRuntime = "ruby";
-  static const sdk::OffsetBinding<RubyVersionOffsets>& binding();
-  // The EC model and the fields it needs, the shape fields; sets bpf.version.
-  static void check(RubyVersionOffsets& offsets, const std::string& where);
-};
-
-// Throws omniprof::sdk::OffsetError naming the file, the version and the key
-// for a missing, unknown or out-of-range key (the plugin's create hook
-// catches it, see sdk/include/omniprof/offsets.hpp). find(3, 1, 7) finds
-// "3.1", find(3, 0, 4) finds "3.0.4".
-using RubyOffsetsTable = sdk::BoundOffsetTable<RubyVersionOffsets>;
-
-// The YAML keys, in the order of the structs: every one is required in every
-// version entry (-1 where absent), and no other key is accepted.
-std::vector<std::string_view> ruby_offset_keys();
-// The value of `key` in `offsets` (-1 for RUBY_OFFSET_NONE), for tests and
-// logging; throws std::out_of_range for a key not in ruby_offset_keys().
-int64_t ruby_offset_value(const RubyVersionOffsets& offsets, std::string_view key);
-// Sets `key`; false if the value does not fit the field (a u16 offset).
-bool set_ruby_offset(RubyVersionOffsets& offsets, std::string_view key, int64_t value);
+// offsets/ruby.yaml's keys, named as the fields of the two structs, and its
+// checks (the EC model and the fields it needs, the shape fields; it sets
+// bpf.version). Loading throws omniprof::sdk::OffsetError naming the file,
+// the version and the key (the plugin's create hook catches it).
+extern const sdk::OffsetSchema<RubyVersionOffsets> kRubyOffsetSchema;
+using RubyOffsetsTable = sdk::BoundOffsetTable<RubyVersionOffsets, kRubyOffsetSchema>;
 
 }  // namespace omniprof::ruby

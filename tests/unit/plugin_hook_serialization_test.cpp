@@ -96,7 +96,7 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
   // everything loaded was unloaded. The debug command itself is the last call.
   EXPECT_EQ(fixture_state(plugin),
             "calls=" + std::to_string(4 * kRounds + 2 * kRounds + kRounds + 1) +
-                " overlaps=0 processes=0 files=0");
+                " overlaps=0 processes=0 files=0 described=0 description_mismatches=0");
 }
 
 TEST(PluginHookSerializationTest, MissingOptionalHooksMeanNothingToDo) {

@@ -29,6 +29,12 @@
 // it cannot read). Lookups of a version with no entry return nullptr rather
 // than throwing, since that is the expected OMNIPROF_ERR_UNSUPPORTED case.
 //
+// A plugin binds a file's keys to the fields of its own per-version structs
+// (the BPF map's and its reader's, side by side: VersionOffsets) with an
+// OffsetSchema, and reads the file as a BoundOffsetTable of those structs:
+// every key required in every entry, no other accepted, each value checked
+// against the width of its field (see OffsetField and the end of this file).
+//
 // A plugin using this header links yaml-cpp (target `yaml-cpp`).
 #ifndef OMNIPROF_OFFSETS_HPP
 #define OMNIPROF_OFFSETS_HPP
@@ -370,32 +376,106 @@ struct OffsetField {
         sizeof(std::declval<Struct&>().part.member)                                                          \
   }
 
-// The keys of one offsets file bound to the fields of `Entry`.
-template <typename Entry>
-class OffsetBinding {
- public:
-  template <std::size_t N>
-  constexpr OffsetBinding(const OffsetField (&fields)[N], uint16_t none) : fields_(fields), count_(N), none_(none) {}
+// What a plugin keeps per version entry: its BPF map's struct and its
+// reader's offsets side by side, and which version the entry is for.
+template <typename Bpf, typename Reader>
+struct VersionOffsets {
+  int major = 0;
+  int minor = 0;
+  int patch = -1;  // -1: a MAJOR.MINOR entry, for every patch release without its own
+  Bpf bpf{};
+  Reader reader;
+};
 
-  // In binding order.
+template <typename Entry>
+class OffsetSchema;
+
+// A plugin's offsets file as its own per-version structs, read through
+// `Schema`, the plugin's OffsetSchema:
+//   extern const OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
+//   using PythonOffsetsTable = BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
+template <typename Entry, const OffsetSchema<Entry>& Schema>
+class BoundOffsetTable {
+ public:
+  // Errors: OffsetError naming the file, the version and the key.
+  static BoundOffsetTable load_file(const std::string& path) {
+    return BoundOffsetTable(Schema.bind(OffsetTable::load_file(path), path));
+  }
+  static BoundOffsetTable parse(const std::string& yaml_text, const std::string& source_name) {
+    return BoundOffsetTable(Schema.bind(OffsetTable::parse(yaml_text, source_name), source_name));
+  }
+
+  // The MAJOR.MINOR entry; nullptr if there is none.
+  const Entry* find(int major, int minor) const { return find(major, minor, -1); }
+  // The MAJOR.MINOR.PATCH entry if there is one, else the MAJOR.MINOR one;
+  // nullptr if neither.
+  const Entry* find(int major, int minor, int patch) const {
+    const Entry* minor_entry = nullptr;
+    for (const Entry& entry : versions_) {
+      if (entry.major != major || entry.minor != minor) continue;
+      if (entry.patch == patch) return &entry;
+      if (entry.patch < 0) minor_entry = &entry;
+    }
+    return minor_entry;
+  }
+  const std::vector<Entry>& versions() const { return versions_; }
+
+ private:
+  explicit BoundOffsetTable(std::vector<Entry> versions) : versions_(std::move(versions)) {}
+  std::vector<Entry> versions_;
+};
+
+// The keys of one runtime's offsets file, each bound to a field of `Entry`
+// (a VersionOffsets), every one required in every version entry and no
+// other accepted; and what the binding cannot see, in `check`. A plugin
+// defines one, at namespace scope:
+//   const OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema("python", kFields, PYTHON_OFFSET_NONE, check);
+template <typename Entry>
+class OffsetSchema {
+ public:
+  // Fields that go together, which entries the plugin takes: throws
+  // OffsetError naming `where` ("python.yaml: python 3.11").
+  using Check = void (*)(Entry& entry, const std::string& where);
+
+  template <std::size_t N>
+  constexpr OffsetSchema(const char* runtime, const OffsetField (&fields)[N], uint16_t none, Check check)
+      : runtime_(runtime), fields_(fields), count_(N), none_(none), check_(check) {}
+
+  // The file's `runtime`, and the file's name in a plugin's data_dir
+  // (<runtime>.yaml).
+  const char* runtime() const { return runtime_; }
+
+  // Each entry of `table` as an Entry; `source_name` prefixes errors.
+  std::vector<Entry> bind(const OffsetTable& table, const std::string& source_name) const {
+    if (table.runtime() != runtime_) {
+      throw OffsetError(source_name + ": runtime is \"" + table.runtime() + "\", expected \"" + runtime_ + "\"");
+    }
+    std::vector<Entry> entries;
+    for (const Offsets& source : table.entries()) {
+      std::string where = source_name + ": " + runtime_ + " " + source.version();
+      Entry entry;
+      entry.major = source.major();
+      entry.minor = source.minor();
+      entry.patch = source.patch() ? *source.patch() : -1;
+      read(source, entry, where);
+      check_(entry, where);
+      entries.push_back(entry);
+    }
+    return entries;
+  }
+
+  // The keys in binding order.
   std::vector<std::string_view> keys() const {
     std::vector<std::string_view> keys;
     for (std::size_t i = 0; i < count_; ++i) keys.push_back(fields_[i].key);
     return keys;
   }
 
-  const OffsetField* find(std::string_view key) const {
-    for (std::size_t i = 0; i < count_; ++i) {
-      if (fields_[i].key == key) return &fields_[i];
-    }
-    return nullptr;
-  }
-
   // The value of `key` as the file writes it (-1 for absent); throws
   // std::out_of_range for a key not bound.
   int64_t value(const Entry& entry, std::string_view key) const {
     const OffsetField* field = find(key);
-    if (!field) throw std::out_of_range("no offset named " + std::string(key));
+    if (!field) throw std::out_of_range("no " + std::string(runtime_) + " offset named " + std::string(key));
     const unsigned char* at = reinterpret_cast<const unsigned char*>(&entry) + field->offset;
     switch (field->size) {
       case 1:
@@ -433,8 +513,16 @@ class OffsetBinding {
     }
   }
 
-  // Fills every bound field of `entry` from `source`, which must list each
-  // of them and no other key; an OffsetError names `where` and the key.
+ private:
+  const OffsetField* find(std::string_view key) const {
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (fields_[i].key == key) return &fields_[i];
+    }
+    return nullptr;
+  }
+
+  // Every bound field of `entry` from `source`, which must list each of
+  // them and no other key.
   void read(const Offsets& source, Entry& entry, const std::string& where) const {
     for (const auto& field : source.fields()) {
       if (!find(field.first)) throw OffsetError(where + ": unknown key \"" + field.first + "\"");
@@ -449,7 +537,6 @@ class OffsetBinding {
     }
   }
 
- private:
   template <typename T>
   static T load(const unsigned char* at) {
     T value;
@@ -462,63 +549,11 @@ class OffsetBinding {
     return true;
   }
 
+  const char* runtime_;
   const OffsetField* fields_;
   std::size_t count_;
   uint16_t none_;
-};
-
-// A plugin's offsets file as its own per-version structs. `Entry` has
-//   int major, minor, patch;   // patch -1: a MAJOR.MINOR entry
-//   static constexpr const char* kRuntime;           // the file's `runtime`
-//   static const OffsetBinding<Entry>& binding();
-//   static void check(Entry&, const std::string& where);  // what the
-//       binding cannot see (fields that go together, which entries the
-//       plugin takes); throws OffsetError naming `where`
-template <typename Entry>
-class BoundOffsetTable {
- public:
-  // Errors: OffsetError naming the file, the version and the key.
-  static BoundOffsetTable load_file(const std::string& path) { return bind(OffsetTable::load_file(path), path); }
-  static BoundOffsetTable parse(const std::string& yaml_text, const std::string& source_name) {
-    return bind(OffsetTable::parse(yaml_text, source_name), source_name);
-  }
-
-  // The MAJOR.MINOR entry; nullptr if there is none.
-  const Entry* find(int major, int minor) const { return find(major, minor, -1); }
-  // The MAJOR.MINOR.PATCH entry if there is one, else the MAJOR.MINOR one;
-  // nullptr if neither.
-  const Entry* find(int major, int minor, int patch) const {
-    const Entry* minor_entry = nullptr;
-    for (const Entry& entry : versions_) {
-      if (entry.major != major || entry.minor != minor) continue;
-      if (entry.patch == patch) return &entry;
-      if (entry.patch < 0) minor_entry = &entry;
-    }
-    return minor_entry;
-  }
-  const std::vector<Entry>& versions() const { return versions_; }
-
- private:
-  static BoundOffsetTable bind(const OffsetTable& table, const std::string& source_name) {
-    if (table.runtime() != Entry::kRuntime) {
-      throw OffsetError(source_name + ": runtime is \"" + table.runtime() + "\", expected \"" + Entry::kRuntime +
-                        "\"");
-    }
-    BoundOffsetTable bound;
-    for (const Offsets& source : table.entries()) {
-      std::string where = source_name + ": " + Entry::kRuntime + " " + source.version();
-      Entry entry;
-      entry.major = source.major();
-      entry.minor = source.minor();
-      entry.patch = source.patch() ? *source.patch() : -1;
-      Entry::binding().read(source, entry, where);
-      Entry::check(entry, where);
-      bound.versions_.push_back(entry);
-    }
-    return bound;
-  }
-
-  std::vector<Entry> versions_;
+  Check check_;
 };
 
 }  // namespace omniprof::sdk

@@ -188,7 +188,10 @@ struct omniprof_host_api {
 
 /* A program of the plugin's BPF object and the tail-call slot it fills.
  * slot is an enum omniprof_slot; a THIRD_PARTY plugin passes
- * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot.
+ * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot, which
+ * its BPF object learns from `const volatile __u32 omniprof_self_slot` (the
+ * contract of a plugin's BPF object: bpf/include/omniprof/bpf/unwinder.bpf.h;
+ * frame kinds, marks, counters: abi.h).
  * A plugin fills one slot, and may offer more than one program for it: the
  * host loads the first one, in list order, whose `needs` the running kernel
  * meets (probed by the host), and does not load the others. List the
