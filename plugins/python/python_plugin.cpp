@@ -11,15 +11,9 @@
 #include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
 #include <map>
-#include <memory>
 #include <optional>
-#include <regex>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "omniprof/offsets.hpp"
@@ -71,18 +65,20 @@ struct PythonProcess {
   std::string version;
 };
 
-class PythonPlugin : public omniprof::sdk::InterpreterPlugin<PythonPlugin, PythonFile, PythonProcess> {
+// A name the process gives a CPython file: libpython3.11.so.1.0,
+// libpython2.7.so, python3.11, python2.7, python3.
+constexpr const char* kPythonFileName = R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*|-.*)?$)";
+
+class PythonPlugin
+    : public omniprof::sdk::InterpreterPlugin<PythonPlugin, PythonFile, PythonProcess, py::PythonOffsetsTable> {
  public:
   static constexpr const char* kRuntime = "python";
-  using OffsetsTable = py::PythonOffsetsTable;
 
+  // Layouts in python_offsets: the slot is the key the walk reads.
   PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
-      : InterpreterPlugin(host, "python"),
-        table_(std::move(table)),
-        layouts_(host->private_map_fd(host->host, "python_offsets"), PYTHON_MAX_VERSIONS, "python_offsets"),
+      : InterpreterPlugin(host, kRuntime, kPythonFileName, std::move(table), "python_offsets", PYTHON_MAX_VERSIONS),
         code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")) {}
 
-  static bool runtime_named(const std::string& name);
   static PythonFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
   omniprof::Result<omniprof::sdk::FrameName> name_frame(int32_t pid, const PythonProcess& process,
@@ -95,19 +91,9 @@ class PythonPlugin : public omniprof::sdk::InterpreterPlugin<PythonPlugin, Pytho
  private:
   using Files = omniprof::sdk::DescribedFiles<PythonFile>;
 
-  py::PythonOffsetsTable table_;
-  omniprof::sdk::LayoutSlots<python_offsets> layouts_;  // the slot = the key in python_offsets
   int code_seen_fd_ = -1;
   py::PythonCodeCache cache_;
 };
-
-// A name the process gives a CPython file: libpython3.11.so.1.0,
-// libpython2.7.so, python3.11, python2.7, python3.
-bool PythonPlugin::runtime_named(const std::string& name) {
-  std::string base = std::filesystem::path(name).filename().string();
-  static const std::regex pattern(R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*|-.*)?$)");
-  return std::regex_match(base, pattern);
-}
 
 // The symbols read_file looks for, by name: one pass over the file's symbol
 // tables rather than one per name.
@@ -179,7 +165,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
 
   const int32_t pid = process.pid;
   const std::string version = info->version.to_string();
-  const PythonVersionOffsets* shipped = table_.find(info->version.major, info->version.minor);
+  const PythonVersionOffsets* shipped = offsets_table().find(info->version.major, info->version.minor);
   PythonVersionOffsets offsets;
   const uint64_t bias = found->load_bias;
   if (shipped) offsets = *shipped;
@@ -232,13 +218,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
                         std::string(found->path));
     return OMNIPROF_NOT_MINE;
   }
-  std::string reason;
-  auto index = layouts_.slot_of(offsets.bpf, &reason);
-  if (!index) {
-    omniprof::sdk::set_error(error, reason);
-    return OMNIPROF_ERR_NO_SPACE;
-  }
-  attach.interpreter_data[PYPERF_DATA_VERSION] = *index;
+  if (!store_layout(offsets.bpf, &attach.interpreter_data[PYPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.interpreter_data[PYPERF_DATA_INTERP_HEAD] = interp_head;
   attach.interpreter_data[PYPERF_DATA_GIL_A] = gil_a;
   attach.interpreter_data[PYPERF_DATA_GIL_B] = gil_b;

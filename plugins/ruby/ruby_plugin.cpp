@@ -13,15 +13,10 @@
 #include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "omniprof/offsets.hpp"
@@ -81,18 +76,18 @@ struct RubyProcess {
   std::string version;
 };
 
-class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile, RubyProcess> {
+// A name the process gives a CRuby file: ruby, ruby3.1, libruby.so.3.1,
+// libruby-3.1.so.3.1.2 (not ruby's extension libraries).
+constexpr const char* kRubyFileName = R"(^(ruby([0-9]+(\.[0-9]+)*)?|libruby(-[0-9.]+)?\.so(\.[0-9]+)*)$)";
+
+class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile, RubyProcess, rb::RubyOffsetsTable> {
  public:
   static constexpr const char* kRuntime = "ruby";
-  using OffsetsTable = rb::RubyOffsetsTable;
 
   RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
-      : InterpreterPlugin(host, "ruby"),
-        table_(std::move(table)),
-        layouts_(host->private_map_fd(host->host, "ruby_offsets"), RUBY_MAX_VERSIONS, "ruby_offsets"),
+      : InterpreterPlugin(host, kRuntime, kRubyFileName, std::move(table), "ruby_offsets", RUBY_MAX_VERSIONS),
         frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")) {}
 
-  static bool runtime_named(const std::string& name);
   RubyFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
   omniprof::Result<omniprof::sdk::FrameName> name_frame(int32_t pid, const RubyProcess& process,
@@ -115,21 +110,11 @@ class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile,
   };
   std::vector<SeenFrame> drain_frames_seen();
 
-  rb::RubyOffsetsTable table_;
-  omniprof::sdk::LayoutSlots<ruby_offsets> layouts_;  // the slot = the key in ruby_offsets
   int frames_seen_fd_ = -1;
   // (pid, frame address) -> the method entry the walk saw with it (rbperf.h).
   std::map<std::pair<int32_t, uint64_t>, uint64_t> method_entries_;
   rb::RubyFrameCache cache_;
 };
-
-// A name the process gives a CRuby file: ruby, ruby3.1, libruby.so.3.1,
-// libruby-3.1.so.3.1.2, libruby-static... (not ruby's extension libraries).
-bool RubyPlugin::runtime_named(const std::string& name) {
-  std::string base = std::filesystem::path(name).filename().string();
-  static const std::regex pattern(R"(^(ruby([0-9]+(\.[0-9]+)*)?|libruby(-[0-9.]+)?\.so(\.[0-9]+)*)$)");
-  return std::regex_match(base, pattern);
-}
 
 // A symbol the file itself lacks, from elsewhere: the host's lookup, which
 // reads a stripped file's separate debug file (Debian's libruby3.3-dbgsym
@@ -255,7 +240,7 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
     return OMNIPROF_NOT_MINE;
   }
   const rb::RubyVersionOffsets* shipped =
-      table_.find(info->version.major, info->version.minor, info->version.patch);
+      offsets_table().find(info->version.major, info->version.minor, info->version.patch);
   if (!shipped) {
     log_unsupported(process,
                     "Ruby " + info->version_text + " is not supported (no offsets for " +
@@ -285,13 +270,7 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
     log_unsupported(process, "Ruby " + info->version_text + ": " + why);
     return OMNIPROF_NOT_MINE;
   }
-  std::string reason;
-  auto index = layouts_.slot_of(shipped->bpf, &reason);
-  if (!index) {
-    omniprof::sdk::set_error(error, reason);
-    return OMNIPROF_ERR_NO_SPACE;
-  }
-  attach.interpreter_data[RBPERF_DATA_VERSION] = *index;
+  if (!store_layout(shipped->bpf, &attach.interpreter_data[RBPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.num_interpreter_ranges = 1;
   attach.interpreter_ranges[0] = {info->vm_exec_range.first + bias, info->vm_exec_range.second + bias};
   std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", info->version_text.c_str());

@@ -14,17 +14,15 @@
 // addresses), says once per process why a process that looks like its
 // runtime is not walked, and names frames through the plugin's reader.
 //
-// A plugin derives from InterpreterPlugin<Derived, File, Process> (CRTP)
+// A plugin derives from InterpreterPlugin<Derived, File, Process, Table>
+// (CRTP; Table: its BoundOffsetTable, read from <data_dir>/<kRuntime>.yaml)
 // and has:
-//   static bool runtime_named(const std::string& name);   // a file worth reading
+//   static constexpr const char* kRuntime;             // "python": name, runtime, frame type
 //   File read_file(const std::string& path, const std::string& name);  // may throw
+//   omniprof_status detect(const omniprof_process&, omniprof_process_attach&, char* error);
 //   Result<FrameName> name_frame(int32_t pid, const Process&, const omniprof_frame_data&);
 //   void forget_process(int32_t pid);   // what it keeps per process besides Process
-//   omniprof_status detect(const omniprof_process&, omniprof_process_attach&, char* error);
-// and a class-level `using OffsetsTable = T` with `static T load_file(path)`,
-// plus `static constexpr const char* kRuntime` (its offsets file is
-// `<data_dir>/<kRuntime>.yaml`); make_interpreter_plugin_entry<Derived>
-// then fills every hook of the entry.
+// make_interpreter_plugin_entry<Derived> then fills every hook of the entry.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +30,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -39,6 +39,7 @@
 
 #include "omniprof/offsets.hpp"
 #include "omniprof/plugin.hpp"
+#include "omniprof/private_maps.hpp"
 #include "omniprof/support/result.h"
 
 namespace omniprof::sdk {
@@ -81,17 +82,36 @@ class DescribedFiles {
   std::unordered_map<uint64_t, std::unique_ptr<File>> files_;
 };
 
-template <typename Derived, typename File, typename Process>
+template <typename Derived, typename File, typename Process, typename Table>
 class InterpreterPlugin {
  public:
-  // `runtime_title` names the runtime in messages ("Python", "Ruby").
-  InterpreterPlugin(const omniprof_host_api* host, std::string runtime_title)
-      : host_(host), log_(host), runtime_title_(std::move(runtime_title)) {}
+  using OffsetsTable = Table;
+  using Layout = decltype(std::declval<typename Table::Entry>().bpf);
+
+  // `runtime_title` names the runtime in messages ("python", "ruby"); a
+  // file is read (describe_file) when its name's last component matches
+  // `file_name_pattern` (an ECMAScript regex, whole); the version layouts
+  // the BPF side reads go to the plugin's own array map `layouts_map` (at
+  // most `layouts` of them).
+  InterpreterPlugin(const omniprof_host_api* host, std::string runtime_title, const char* file_name_pattern,
+                    Table table, const char* layouts_map, uint32_t layouts)
+      : host_(host),
+        log_(host),
+        table_(std::move(table)),
+        runtime_title_(std::move(runtime_title)),
+        file_name_pattern_(file_name_pattern),
+        layouts_(host->private_map_fd(host->host, layouts_map), layouts, layouts_map) {}
 
   // describe_file: only a file the runtime's name rules admit is read.
   const File* describe(uint64_t file_id, const std::string& path, const std::string& name) {
-    if (!Derived::runtime_named(name)) return nullptr;
+    if (!runtime_named(name)) return nullptr;
     return files_.keep(file_id, derived().read_file(path, name));
+  }
+
+  // Whether a file the process calls `name` may be the runtime's.
+  bool runtime_named(const std::string& name) const {
+    std::string::size_type slash = name.rfind('/');
+    return std::regex_match(slash == std::string::npos ? name : name.substr(slash + 1), file_name_pattern_);
   }
   void unload(uint64_t file_id) { files_.forget(file_id); }
 
@@ -123,6 +143,21 @@ class InterpreterPlugin {
  protected:
   ReadMemory reader(int32_t pid) const { return process_memory_reader(host_, pid); }
 
+  const Table& offsets_table() const { return table_; }
+
+  // Puts `layout` in the layouts map (once per distinct layout) and its
+  // slot in *slot; false with `error` set when the map is full.
+  bool store_layout(const Layout& layout, uint64_t* slot, char* error) {
+    std::string reason;
+    std::optional<uint32_t> stored = layouts_.slot_of(layout, &reason);
+    if (!stored) {
+      set_error(error, reason);
+      return false;
+    }
+    *slot = *stored;
+    return true;
+  }
+
   // Why a process that maps the runtime is not walked: said once per process.
   void log_unsupported(const omniprof_process& process, const std::string& what) {
     if (!unsupported_logged_.insert(process.pid).second) return;
@@ -148,7 +183,10 @@ class InterpreterPlugin {
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
 
+  Table table_;
   std::string runtime_title_;
+  std::regex file_name_pattern_;
+  LayoutSlots<Layout> layouts_;
   DescribedFiles<File> files_;
   std::map<int32_t, Process> processes_;
   std::set<int32_t> unsupported_logged_;
@@ -157,7 +195,7 @@ class InterpreterPlugin {
 
 // The entry of an interpreter plugin (see the top of this file): identity,
 // BPF side and frame type, `create` (which needs the host's private_map_fd,
-// and reads <data_dir>/<kRuntime>.yaml with Plugin::OffsetsTable), and every
+// and reads <data_dir>/<kRuntime>.yaml as Plugin's OffsetsTable), and every
 // hook Plugin has (set_instance_hooks).
 template <typename Plugin, size_t NumPrograms, size_t NumStats>
 omniprof_plugin make_interpreter_plugin_entry(const char* version, omniprof_module_type module_type,

@@ -394,9 +394,11 @@ class OffsetSchema;
 // `Schema`, the plugin's OffsetSchema:
 //   extern const OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
 //   using PythonOffsetsTable = BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
-template <typename Entry, const OffsetSchema<Entry>& Schema>
+template <typename EntryType, const OffsetSchema<EntryType>& Schema>
 class BoundOffsetTable {
  public:
+  using Entry = EntryType;
+
   // Errors: OffsetError naming the file, the version and the key.
   static BoundOffsetTable load_file(const std::string& path) {
     return BoundOffsetTable(Schema.bind(OffsetTable::load_file(path), path));
