@@ -22,3 +22,15 @@ function(omniprof_discover_unit_tests target)
   add_test(NAME UnitSuite.${target} COMMAND ${target})
   set_tests_properties(UnitSuite.${target} PROPERTIES LABELS unit_suite)
 endfunction()
+
+# omniprof_add_unit_suite(TARGET DIRECTORY DIR LINK LIBS... DEFINITIONS DEFS...):
+# a gtest binary of every .cpp in DIR (a plugin's tests under tests/unit/),
+# linked with LIBS and gtest_main, its ctest entries as above.
+function(omniprof_add_unit_suite target)
+  cmake_parse_arguments(PARSE_ARGV 1 suite "" "DIRECTORY" "LINK;DEFINITIONS")
+  file(GLOB sources CONFIGURE_DEPENDS ${suite_DIRECTORY}/*.cpp)
+  add_executable(${target} ${sources})
+  target_link_libraries(${target} PRIVATE ${suite_LINK} GTest::gtest_main)
+  target_compile_definitions(${target} PRIVATE ${suite_DEFINITIONS})
+  omniprof_discover_unit_tests(${target})
+endfunction()
