@@ -76,7 +76,7 @@ class PythonPlugin
 
   // Layouts in python_offsets: the slot is the key the walk reads.
   PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
-      : InterpreterPlugin(host, kRuntime, kPythonFileName, std::move(table), "python_offsets", PYTHON_MAX_VERSIONS),
+      : InterpreterPlugin(host, kPythonFileName, std::move(table), "python_offsets", PYTHON_MAX_VERSIONS),
         code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")) {}
 
   static PythonFile read_file(const std::string& path, const std::string& name);

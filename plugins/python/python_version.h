@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "omniprof/runtime_version.hpp"
+#include "omniprof/offsets.hpp"
 #include "omniprof/support/elf_file.h"
 #include "omniprof/support/result.h"
 

@@ -85,7 +85,7 @@ class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile,
   static constexpr const char* kRuntime = "ruby";
 
   RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
-      : InterpreterPlugin(host, kRuntime, kRubyFileName, std::move(table), "ruby_offsets", RUBY_MAX_VERSIONS),
+      : InterpreterPlugin(host, kRubyFileName, std::move(table), "ruby_offsets", RUBY_MAX_VERSIONS),
         frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")) {}
 
   RubyFile read_file(const std::string& path, const std::string& name);

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "omniprof/runtime_version.hpp"
+#include "omniprof/offsets.hpp"
 #include "omniprof/support/elf_file.h"
 #include "omniprof/support/result.h"
 

@@ -88,17 +88,15 @@ class InterpreterPlugin {
   using OffsetsTable = Table;
   using Layout = decltype(std::declval<typename Table::Entry>().bpf);
 
-  // `runtime_title` names the runtime in messages ("python", "ruby"); a
-  // file is read (describe_file) when its name's last component matches
+  // A file is read (describe_file) when its name's last component matches
   // `file_name_pattern` (an ECMAScript regex, whole); the version layouts
   // the BPF side reads go to the plugin's own array map `layouts_map` (at
   // most `layouts` of them).
-  InterpreterPlugin(const omniprof_host_api* host, std::string runtime_title, const char* file_name_pattern,
-                    Table table, const char* layouts_map, uint32_t layouts)
+  InterpreterPlugin(const omniprof_host_api* host, const char* file_name_pattern, Table table,
+                    const char* layouts_map, uint32_t layouts)
       : host_(host),
         log_(host),
         table_(std::move(table)),
-        runtime_title_(std::move(runtime_title)),
         file_name_pattern_(file_name_pattern),
         layouts_(host->private_map_fd(host->host, layouts_map), layouts, layouts_map) {}
 
@@ -124,7 +122,7 @@ class InterpreterPlugin {
   omniprof_status symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol, char* error) {
     auto process = processes_.find(pid);
     if (process == processes_.end()) {
-      set_error(error, "pid " + std::to_string(pid) + " is not a known " + runtime_title_ + " process");
+      set_error(error, "pid " + std::to_string(pid) + " is not a known " + Derived::kRuntime + " process");
       return OMNIPROF_ERR_INVALID_ARGUMENT;
     }
     Result<FrameName> name = derived().name_frame(pid, process->second, frame);
@@ -161,15 +159,13 @@ class InterpreterPlugin {
   // Why a process that maps the runtime is not walked: said once per process.
   void log_unsupported(const omniprof_process& process, const std::string& what) {
     if (!unsupported_logged_.insert(process.pid).second) return;
-    log_.warn(runtime_title_ + ": pid " + std::to_string(process.pid) + " (" + (process.comm ? process.comm : "?") +
+    log_.warn(std::string(Derived::kRuntime) + ": pid " + std::to_string(process.pid) + " (" + (process.comm ? process.comm : "?") +
               "): " + what + "; its native frames are still walked");
   }
 
   // Keeps `process` as pid's; true the first time the pid is kept.
   bool keep_process(int32_t pid, Process process) {
-    auto [it, first] = processes_.insert_or_assign(pid, std::move(process));
-    (void)it;
-    return first;
+    return processes_.insert_or_assign(pid, std::move(process)).second;
   }
   const Process* process_of(int32_t pid) const {
     auto it = processes_.find(pid);
@@ -184,7 +180,6 @@ class InterpreterPlugin {
   Derived& derived() { return static_cast<Derived&>(*this); }
 
   Table table_;
-  std::string runtime_title_;
   std::regex file_name_pattern_;
   LayoutSlots<Layout> layouts_;
   DescribedFiles<File> files_;
@@ -211,7 +206,8 @@ omniprof_plugin make_interpreter_plugin_entry(const char* version, omniprof_modu
       return OMNIPROF_ERR_UNSUPPORTED;
     }
     return create_with_offsets(instance, error, [&] {
-      return new Plugin(host, Plugin::OffsetsTable::load_file(std::string(data_dir) + "/" + Plugin::kRuntime + ".yaml"));
+      std::string offsets = std::string(data_dir) + "/" + Plugin::kRuntime + ".yaml";
+      return new Plugin(host, Plugin::OffsetsTable::load_file(offsets));
     });
   };
   set_instance_hooks<Plugin>(entry);

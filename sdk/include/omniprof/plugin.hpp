@@ -69,6 +69,16 @@ omniprof_status guarded(char* error, Body&& body) noexcept {
   return OMNIPROF_ERR_INTERNAL;
 }
 
+// Runs `body` of a hook that returns nothing; an exception is dropped
+// there: none may cross the C boundary.
+template <typename Body>
+void swallowed(Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+  }
+}
+
 // Names `file_id` as one of the files whose native code is the interpreter's
 // own (omniprof_process_attach.interpreter_file_ids, plugin ABI 2.2): once
 // each, 0 ignored; false when the attach has no room left.
@@ -161,7 +171,8 @@ template <typename Plugin>
 void set_instance_hooks(omniprof_plugin& entry) {
   entry.destroy = [](void* instance) { delete static_cast<Plugin*>(instance); };
   if constexpr (detail::names_detect<Plugin>::value) {
-    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::detect), omniprof_status, const omniprof_process&, omniprof_process_attach&, char*>,
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::detect), omniprof_status, const omniprof_process&,
+                                    omniprof_process_attach&, char*>,
                   "Plugin::detect is named like the detect_process hook but does not have its signature");
     entry.detect_process = [](void* instance, const omniprof_process* process, omniprof_process_attach* attach,
                               char* error) {
@@ -172,14 +183,12 @@ void set_instance_hooks(omniprof_plugin& entry) {
     static_assert(detail::fits_hook<Plugin, decltype(&Plugin::gone), void, int32_t>,
                   "Plugin::gone is named like the process_gone hook but does not have its signature");
     entry.process_gone = [](void* instance, int32_t pid) {
-      try {
-        static_cast<Plugin*>(instance)->gone(pid);
-      } catch (...) {
-      }
+      swallowed([&] { static_cast<Plugin*>(instance)->gone(pid); });
     };
   }
   if constexpr (detail::names_symbolize<Plugin>::value) {
-    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::symbolize), omniprof_status, int32_t, const omniprof_frame_data&, omniprof_symbol&, char*>,
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::symbolize), omniprof_status, int32_t,
+                                    const omniprof_frame_data&, omniprof_symbol&, char*>,
                   "Plugin::symbolize is named like the symbolize_frame hook but does not have its signature");
     entry.symbolize_frame = [](void* instance, int32_t pid, const omniprof_frame_data* frame, omniprof_symbol* symbol,
                                char* error) {
@@ -189,15 +198,11 @@ void set_instance_hooks(omniprof_plugin& entry) {
   if constexpr (detail::names_tick<Plugin>::value) {
     static_assert(detail::fits_hook<Plugin, decltype(&Plugin::tick), void>,
                   "Plugin::tick is named like the tick hook but does not have its signature");
-    entry.tick = [](void* instance) {
-      try {
-        static_cast<Plugin*>(instance)->tick();
-      } catch (...) {
-      }
-    };
+    entry.tick = [](void* instance) { swallowed([&] { static_cast<Plugin*>(instance)->tick(); }); };
   }
   if constexpr (detail::names_describe<Plugin>::value) {
-    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::describe), const void*, uint64_t, const std::string&, const std::string&>,
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::describe), const void*, uint64_t, const std::string&,
+                                    const std::string&>,
                   "Plugin::describe is named like the describe_file hook but does not have its signature");
     entry.describe_file = [](void* instance, uint64_t file_id, const char* path, const char* name,
                              const void** description, char* error) {
@@ -211,10 +216,7 @@ void set_instance_hooks(omniprof_plugin& entry) {
     static_assert(detail::fits_hook<Plugin, decltype(&Plugin::unload), void, uint64_t>,
                   "Plugin::unload is named like the unload_executable hook but does not have its signature");
     entry.unload_executable = [](void* instance, uint64_t file_id) {
-      try {
-        static_cast<Plugin*>(instance)->unload(file_id);
-      } catch (...) {
-      }
+      swallowed([&] { static_cast<Plugin*>(instance)->unload(file_id); });
     };
   }
 }
