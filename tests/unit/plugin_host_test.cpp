@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <string>
-#include <vector>
 
 #include "plugins/plugin_host.h"
 #include "temp_tree.h"
@@ -261,90 +259,6 @@ TEST(PluginHostTest, ProcessesAreOfferedToLoadedPluginsInSlotOrder) {
   std::vector<std::string> order;
   for (const Plugin* plugin : plugins_in_claim_order(plugins)) order.push_back(plugin->name);
   EXPECT_EQ(order, (std::vector<std::string>{"native", "ruby", "python", "perfmap"}));
-}
-
-// Plugins get an instance without BPF maps (as for `omniprof debug`).
-PluginHostOptions with_instances() {
-  PluginHostOptions options = options_enabling_all();
-  options.create_without_bpf = true;
-  return options;
-}
-
-std::string fixture_state(Plugin& plugin) {
-  std::string out, error;
-  auto write = [](void* context, const char* text, size_t len) {
-    static_cast<std::string*>(context)->append(text, len);
-  };
-  EXPECT_EQ(PluginHost::debug_command(plugin, "fixture-state", "", write, &out, error), OMNIPROF_OK) << error;
-  return out;
-}
-
-// What the fixture's state line says `key` is ("described=3": 3).
-std::string state_value(const std::string& state, const std::string& key) {
-  size_t at = state.find(" " + key + "=");
-  if (at == std::string::npos) return "(no " + key + " in: " + state + ")";
-  at += key.size() + 2;
-  return state.substr(at, state.find(' ', at) - at);
-}
-
-// A process mapping the files `file_ids` (0: a file the host could not
-// identify), as ProcessTracker offers it.
-omniprof_status offer(Plugin& plugin, int32_t pid, const std::vector<uint64_t>& file_ids) {
-  std::vector<omniprof_mapping> mappings;
-  std::vector<const char*> names;
-  for (uint64_t id : file_ids) {
-    uint64_t start = 0x10000 * (mappings.size() + 1);
-    mappings.push_back({start, start + 0x1000, 0, start, id, "/fixture/file"});
-    names.push_back("libfixture.so");
-  }
-  omniprof_process process{pid, "/proc/1/exe", "fixture", mappings.data(), mappings.size(), names.data()};
-  omniprof_process_attach attach{};
-  std::string error;
-  return PluginHost::detect_process(plugin, process, attach, error);
-}
-
-// Plugin ABI 2.3: the host asks a plugin to describe each file once per
-// file id, however many processes (and mappings of one process) map it,
-// hands every detect_process the description of each of its files, and
-// asks again only after unload_executable of that id.
-TEST(PluginHostTest, DescribesEachFileOncePerFileIdUntilItIsUnloaded) {
-  PluginHost host(nullptr, nullptr);
-  host.load_file(kFixtures + "/shared_state_plugin.so", with_instances());
-  ASSERT_EQ(host.plugins().size(), 1u);
-  Plugin& plugin = *host.plugins().front();
-  ASSERT_EQ(plugin.state, PluginState::kChecked) << plugin.reason;
-  ASSERT_NE(plugin.hooks.describe_file, nullptr);
-
-  EXPECT_EQ(offer(plugin, 100, {7, 7, 8, 0}), OMNIPROF_NOT_MINE);  // two mappings of 7; 0 never described
-  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "2");
-  EXPECT_EQ(offer(plugin, 101, {8, 7}), OMNIPROF_NOT_MINE);  // another process, the same files
-  EXPECT_EQ(offer(plugin, 100, {7, 8, 9}), OMNIPROF_NOT_MINE);  // a dlopen: only the new file
-  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "3");
-
-  PluginHost::unload_executable(plugin, 7);  // the last process mapping 7 went
-  EXPECT_EQ(offer(plugin, 102, {7, 8}), OMNIPROF_NOT_MINE);  // mapped again: described again
-  std::string state = fixture_state(plugin);
-  EXPECT_EQ(state_value(state, "described"), "4");
-  EXPECT_EQ(state_value(state, "description_mismatches"), "0");
-}
-
-// A plugin built for 2.2 (its entry ends before describe_file) still loads
-// in this 2.3 host, is never asked to describe a file, and is offered
-// processes as before, with no descriptions.
-TEST(PluginHostTest, PluginOfThePreviousMinorLoadsAndIsNeverAskedToDescribe) {
-  PluginHost host(nullptr, nullptr);
-  host.load_file(kFixtures + "/abi_2_2_plugin.so", with_instances());
-  ASSERT_EQ(host.plugins().size(), 1u);
-  Plugin& plugin = *host.plugins().front();
-  ASSERT_EQ(plugin.state, PluginState::kChecked) << plugin.reason;
-  EXPECT_EQ(plugin.abi_versions, "plugin ABI 2.2, BPF ABI " + std::to_string(OMNIPROF_BPF_ABI_VERSION));
-  EXPECT_EQ(plugin.hooks.describe_file, nullptr);
-  EXPECT_EQ(offer(plugin, 100, {7, 8}), OMNIPROF_NOT_MINE);
-  EXPECT_EQ(offer(plugin, 101, {7}), OMNIPROF_NOT_MINE);
-  std::string state = fixture_state(plugin);
-  EXPECT_EQ(state_value(state, "processes"), "2");
-  EXPECT_EQ(state_value(state, "described"), "0");
-  EXPECT_EQ(state_value(state, "description_mismatches"), "0");
 }
 
 }  // namespace
