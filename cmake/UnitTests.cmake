@@ -34,3 +34,13 @@ function(omniprof_add_unit_suite target)
   target_compile_definitions(${target} PRIVATE ${suite_DEFINITIONS})
   omniprof_discover_unit_tests(${target})
 endfunction()
+
+# omniprof_add_plugin_library(TARGET SOURCES...): the part of an in-tree
+# plugin that its unit suite tests (no BPF), which its .so links too: a
+# static, position-independent library of SOURCES on the SDK and yaml-cpp.
+function(omniprof_add_plugin_library target)
+  add_library(${target} STATIC ${ARGN})
+  target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PUBLIC omniprof_sdk omniprof_sdk_support yaml-cpp)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
