@@ -46,3 +46,25 @@ function(omniprof_discover_unit_tests target)
   omniprof_add_gtest_entry(NAME UnitSuite.${target} COMMAND $<TARGET_FILE:${target}>)
   set_tests_properties(UnitSuite.${target} PROPERTIES LABELS unit_suite)
 endfunction()
+
+# omniprof_add_unit_suite(TARGET DIRECTORY DIR LINK LIBS... DEFINITIONS DEFS...):
+# a gtest binary of every .cpp in DIR (a plugin's tests under tests/unit/),
+# linked with LIBS and gtest_main, its ctest entries as above.
+function(omniprof_add_unit_suite target)
+  cmake_parse_arguments(PARSE_ARGV 1 suite "" "DIRECTORY" "LINK;DEFINITIONS")
+  file(GLOB sources CONFIGURE_DEPENDS ${suite_DIRECTORY}/*.cpp)
+  add_executable(${target} ${sources})
+  target_link_libraries(${target} PRIVATE ${suite_LINK} GTest::gtest_main)
+  target_compile_definitions(${target} PRIVATE ${suite_DEFINITIONS})
+  omniprof_discover_unit_tests(${target})
+endfunction()
+
+# omniprof_add_plugin_library(TARGET SOURCES...): the part of an in-tree
+# plugin that its unit suite tests (no BPF), which its .so links too: a
+# static, position-independent library of SOURCES on the SDK and yaml-cpp.
+function(omniprof_add_plugin_library target)
+  add_library(${target} STATIC ${ARGN})
+  target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PUBLIC omniprof_sdk omniprof_sdk_support yaml-cpp)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()

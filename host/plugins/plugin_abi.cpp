@@ -15,7 +15,8 @@ namespace {
 constexpr size_t kPluginStructSizeByMinor[] = {
     offsetof(omniprof_plugin, frame_type),  // 2.0: through num_label_values
     offsetof(omniprof_plugin, frame_type),  // 2.1: no field added (OMNIPROF_FRAME_REPLACES_MARK honoured, claims in slot order)
-    sizeof(omniprof_plugin),                // 2.2: frame_type, function_bounds
+    offsetof(omniprof_plugin, describe_file),  // 2.2: frame_type, function_bounds
+    sizeof(omniprof_plugin),                   // 2.3: describe_file
 };
 static_assert(std::size(kPluginStructSizeByMinor) == OMNIPROF_PLUGIN_ABI_MINOR + 1,
               "a plugin ABI minor without its struct size (kPluginStructSizeByMinor)");

@@ -399,12 +399,49 @@ std::string reason_or(const char* error, const char* fallback) {
 
 }  // namespace
 
+namespace {
+
+// What the plugin's describe_file says about each mapping's file, parallel
+// to process.mappings: from plugin.file_descriptions, the files not yet in
+// it described now (a failure logged and kept as NULL, like a file that is
+// nothing of the plugin's). Under plugin.hook_mutex.
+std::vector<const void*> file_descriptions(Plugin& plugin, const omniprof_process& process) {
+  std::vector<const void*> descriptions(process.num_mappings, nullptr);
+  for (size_t i = 0; i < process.num_mappings; ++i) {
+    const omniprof_mapping& mapping = process.mappings[i];
+    if (mapping.file_id == 0) continue;
+    auto [it, first] = plugin.file_descriptions.try_emplace(mapping.file_id, nullptr);
+    if (first) {
+      const char* name = process.mapping_names ? process.mapping_names[i] : mapping.path;
+      char reason[OMNIPROF_ERROR_LEN] = {0};
+      omniprof_status status =
+          plugin.hooks.describe_file(plugin.instance, mapping.file_id, mapping.path, name, &it->second, reason);
+      if (status != OMNIPROF_OK) {
+        it->second = nullptr;
+        log().warn("plugin {}: describe_file of {} (file id {:#x}): {}", plugin.name, name, mapping.file_id,
+                   reason_or(reason, "failed"));
+      }
+    }
+    descriptions[i] = it->second;
+  }
+  return descriptions;
+}
+
+}  // namespace
+
 omniprof_status PluginHost::detect_process(Plugin& plugin, const omniprof_process& process,
                                            omniprof_process_attach& attach, std::string& error) {
   std::lock_guard<std::mutex> lock(plugin.hook_mutex);
   if (!plugin.instance || !plugin.hooks.detect_process) return OMNIPROF_NOT_MINE;
+  omniprof_process described = process;
+  std::vector<const void*> descriptions;
+  described.file_descriptions = nullptr;
+  if (plugin.hooks.describe_file) {
+    descriptions = file_descriptions(plugin, process);
+    described.file_descriptions = descriptions.data();
+  }
   char reason[OMNIPROF_ERROR_LEN] = {0};
-  omniprof_status status = plugin.hooks.detect_process(plugin.instance, &process, &attach, reason);
+  omniprof_status status = plugin.hooks.detect_process(plugin.instance, &described, &attach, reason);
   if (status != OMNIPROF_OK && status != OMNIPROF_NOT_MINE) error = reason_or(reason, "detect_process failed");
   return status;
 }
@@ -450,6 +487,8 @@ std::optional<std::pair<std::string, std::string>> PluginHost::label(const Plugi
 
 void PluginHost::unload_executable(Plugin& plugin, uint64_t file_id) {
   std::lock_guard<std::mutex> lock(plugin.hook_mutex);
+  // Forgotten first: the plugin may free the description in its hook.
+  plugin.file_descriptions.erase(file_id);
   if (plugin.instance && plugin.hooks.unload_executable) plugin.hooks.unload_executable(plugin.instance, file_id);
 }
 

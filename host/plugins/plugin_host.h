@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "omniprof/bpf/abi.h"
@@ -60,6 +61,11 @@ struct Plugin {
   // promises a plugin that one instance is never entered by two threads at
   // once, while the event thread and the main thread both call it.
   std::mutex hook_mutex;
+  // What describe_file said about each file id (plugin ABI 2.3), kept from
+  // the first detect_process of a process mapping it until
+  // unload_executable of that id; the plugin owns what the pointers point
+  // to. Under hook_mutex.
+  std::unordered_map<uint64_t, const void*> file_descriptions;
 };
 
 // A frame as a plugin named it, copied before the plugin's lock is released
@@ -122,7 +128,10 @@ class PluginHost {
   // ProcessTracker's; inside, a plugin only reaches the host API, whose
   // functions take no lock a caller could hold (the symbolizer's own). A
   // missing optional hook behaves as a plugin that has nothing to do:
-  // detect_process says NOT_MINE, load_executable OK.
+  // detect_process says NOT_MINE, load_executable OK. detect_process first
+  // has the plugin describe each file of `process` it has not described yet
+  // (describe_file, once per file id until unload_executable of that id)
+  // and hands the plugin its descriptions with the process.
   static omniprof_status detect_process(Plugin& plugin, const omniprof_process& process,
                                         omniprof_process_attach& attach, std::string& error);
   static void process_gone(Plugin& plugin, int32_t pid);

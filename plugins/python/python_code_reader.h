@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "python_line_table.h"
+#include "omniprof/interpreter_plugin.hpp"
 #include "python_offsets_table.h"
 
 namespace omniprof::python {
 
-// Reads `len` bytes at `addr` of the target process into `buf`; false if any
-// byte cannot be read (unmapped, the process exited).
-using ReadMemory = std::function<bool(uint64_t addr, void* buf, std::size_t len)>;
+// Reads the target process's memory (false if any byte cannot be read:
+// unmapped, the process exited).
+using ReadMemory = sdk::ReadMemory;
 
 // Bounds on what a code object may claim, so garbage costs one failed read.
 inline constexpr std::size_t kMaxPythonStringChars = 4096;
@@ -41,11 +42,7 @@ struct PythonCodeInfo {
   uint64_t code_bytes = 0;
 };
 
-struct PythonFrameName {
-  std::string function;
-  std::string file;
-  int line = 0;  // co_firstlineno when the offset has no line (see python_line_table.h)
-};
+using PythonFrameName = sdk::FrameName;
 
 // A Python str object's text as UTF-8: a compact PyUnicode (3.x: ASCII or
 // UCS1/2/4) or, on 2.7, a PyStringObject (bytes, returned as they are).

@@ -175,7 +175,7 @@ bool apply_py_debug_offsets(const PyDebugOffsets& d, PythonVersionOffsets& offse
       {"unicode_ascii_data", d.unicode_asciiobject_size},
   };
   for (const auto& [key, value] : values) {
-    if (!set_python_offset(offsets, key, as_i64(value))) return false;
+    if (!kPythonOffsetSchema.set(offsets, key, as_i64(value))) return false;
   }
   return true;
 }

@@ -8,11 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "omniprof/offsets.hpp"
 #include "python_offsets.h"
-
-namespace omniprof::sdk {
-class OffsetTable;
-}
 
 namespace omniprof::python {
 
@@ -43,41 +40,15 @@ struct PythonReaderOffsets {
   int64_t debug_offsets_size = -1;             // sizeof(_Py_DebugOffsets), 3.13+
 };
 
-// Everything known about one minor version.
-struct PythonVersionOffsets {
-  int major = 0;
-  int minor = 0;
-  python_offsets bpf{};
-  PythonReaderOffsets reader;
-};
+// Everything known about one minor version: an entry of offsets/python.yaml.
+// Entries are per minor version (patch -1): the BPF map has one slot per minor.
+using PythonVersionOffsets = sdk::VersionOffsets<python_offsets, PythonReaderOffsets>;
 
-// The YAML keys, in the order of the structs: every one is required in every
-// version entry (-1 where absent), and no other key is accepted.
-std::vector<std::string_view> python_offset_keys();
-
-class PythonOffsetsTable {
- public:
-  // Throws omniprof::sdk::OffsetError naming the file, the version and the
-  // key for a missing, unknown or out-of-range key (the plugin's create hook
-  // catches it, see sdk/include/omniprof/offsets.hpp).
-  static PythonOffsetsTable load_file(const std::string& path);
-  static PythonOffsetsTable parse(const std::string& yaml_text, const std::string& source_name);
-
-  // nullptr: no entry for this minor version.
-  const PythonVersionOffsets* find(int major, int minor) const;
-  const std::vector<PythonVersionOffsets>& versions() const { return versions_; }
-
- private:
-  static PythonOffsetsTable from_table(const sdk::OffsetTable& table,
-                                       const std::string& source_name);
-
-  std::vector<PythonVersionOffsets> versions_;
-};
-
-// The value of `key` in `offsets` (-1 for PYTHON_OFFSET_NONE), for tests and
-// logging; throws std::out_of_range for a key not in python_offset_keys().
-int64_t python_offset_value(const PythonVersionOffsets& offsets, std::string_view key);
-// Sets `key`; false if the value does not fit the field (a u16 offset, the u8 models).
-bool set_python_offset(PythonVersionOffsets& offsets, std::string_view key, int64_t value);
+// offsets/python.yaml's keys, named as the fields of the two structs, and
+// its checks (one entry per minor version, whose version_hex is that
+// version's). Loading throws omniprof::sdk::OffsetError naming the file, the
+// version and the key (the plugin's create hook catches it).
+extern const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
+using PythonOffsetsTable = sdk::BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
 
 }  // namespace omniprof::python

@@ -8,18 +8,12 @@
 // (plugin.h), so nothing here takes a lock of its own beyond what the
 // reader's cache does.
 #include <bpf/bpf.h>
-#include <omniprof/plugin.hpp>
+#include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
 #include <map>
-#include <memory>
 #include <optional>
-#include <regex>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "omniprof/offsets.hpp"
@@ -71,59 +65,37 @@ struct PythonProcess {
   std::string version;
 };
 
-class PythonPlugin {
+// A name the process gives a CPython file: libpython3.11.so.1.0,
+// libpython2.7.so, python3.11, python2.7, python3.
+constexpr const char* kPythonFileName = R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*|-.*)?$)";
+
+class PythonPlugin
+    : public omniprof::sdk::InterpreterPlugin<PythonPlugin, PythonFile, PythonProcess, py::PythonOffsetsTable> {
  public:
+  static constexpr const char* kRuntime = "python";
+
+  // Layouts in python_offsets: the slot is the key the walk reads.
   PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
-      : host_(host),
-        log_(host),
-        table_(std::move(table)),
-        layouts_(host->private_map_fd(host->host, "python_offsets"), PYTHON_MAX_VERSIONS, "python_offsets"),
+      : InterpreterPlugin(host, kPythonFileName, std::move(table), "python_offsets", PYTHON_MAX_VERSIONS),
         code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")) {}
 
+  static PythonFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
-  void gone(int32_t pid) {
-    processes_.erase(pid);
-    cache_.drop_pid(static_cast<uint32_t>(pid));
-    unsupported_logged_.erase(pid);
+  omniprof::Result<omniprof::sdk::FrameName> name_frame(int32_t pid, const PythonProcess& process,
+                                                        const omniprof_frame_data& frame) {
+    return cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process.offsets, frame.address, frame.detail);
   }
-  omniprof_status symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol, char* error);
+  void forget_process(int32_t pid) { cache_.drop_pid(static_cast<uint32_t>(pid)); }
   void tick();
 
  private:
-  const PythonFile& file_info(uint64_t file_id, const std::string& path, const std::string& name);
-  py::ReadMemory reader(int32_t pid) const {
-    return [host = host_, pid](uint64_t address, void* buffer, std::size_t len) {
-      return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
-    };
-  }
-  void log_unsupported(int32_t pid, const std::string& comm, const std::string& what) {
-    if (!unsupported_logged_.insert(pid).second) return;
-    log_.warn("python: pid " + std::to_string(pid) + " (" + comm + "): " + what +
-              "; its native frames are still walked");
-  }
+  using Files = omniprof::sdk::DescribedFiles<PythonFile>;
 
-  const omniprof_host_api* host_;
-  omniprof::sdk::HostLog log_;
-  py::PythonOffsetsTable table_;
-  omniprof::sdk::LayoutSlots<python_offsets> layouts_;  // the slot = the key in python_offsets
   int code_seen_fd_ = -1;
-  std::unordered_map<uint64_t, PythonFile> files_;
-  std::unordered_map<int32_t, PythonProcess> processes_;
-  std::set<int32_t> unsupported_logged_;
   py::PythonCodeCache cache_;
-  // The strings of the last symbolize_frame answer (valid until the next call).
-  std::string last_function_, last_file_;
 };
 
-// A name the process gives a CPython file: libpython3.11.so.1.0,
-// libpython2.7.so, python3.11, python2.7, python3.
-bool python_named(const std::string& name) {
-  std::string base = std::filesystem::path(name).filename().string();
-  static const std::regex pattern(R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*|-.*)?$)");
-  return std::regex_match(base, pattern);
-}
-
-// The symbols file_info looks for, by name: one pass over the file's symbol
+// The symbols read_file looks for, by name: one pass over the file's symbol
 // tables rather than one per name.
 const char* const kWantedSymbols[] = {
     "_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold", "PyEval_EvalFrameEx", "PyEval_EvalFrameEx.cold",
@@ -169,16 +141,10 @@ std::string read_python_file(const std::string& path, const std::string& name, P
   return "";
 }
 
-const PythonFile& PythonPlugin::file_info(uint64_t file_id, const std::string& path, const std::string& name) {
-  if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
+PythonFile PythonPlugin::read_file(const std::string& path, const std::string& name) {
   PythonFile info;
   info.why_not = read_python_file(path, name, info);
-  if (file_id == 0) {
-    static PythonFile scratch;
-    scratch = std::move(info);
-    return scratch;
-  }
-  return files_.emplace(file_id, std::move(info)).first->second;
+  return info;
 }
 
 omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_process_attach& attach,
@@ -186,21 +152,20 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
   const omniprof_mapping* found = nullptr;
   const PythonFile* info = nullptr;
   for (size_t i = 0; i < process.num_mappings; ++i) {
-    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
-    if (!name || !python_named(name)) continue;
-    const PythonFile& candidate = file_info(process.mappings[i].file_id, process.mappings[i].path, name);
-    if (!candidate.is_python) continue;  // pyenv's python3.X executable: the loop is in libpython
+    const PythonFile* candidate = Files::of(process, i);  // described: a python-named file
+    if (!candidate || !candidate->is_python) continue;  // pyenv's python3.X executable: the loop is in libpython
     found = &process.mappings[i];
-    info = &candidate;
+    info = candidate;
+    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
     // A libpython wins over the executable that maps it (there is only one
     // interpreter loop per process in practice).
-    if (std::string(name).find("libpython") != std::string::npos) break;
+    if (name && std::string(name).find("libpython") != std::string::npos) break;
   }
   if (!found) return OMNIPROF_NOT_MINE;
 
   const int32_t pid = process.pid;
   const std::string version = info->version.to_string();
-  const PythonVersionOffsets* shipped = table_.find(info->version.major, info->version.minor);
+  const PythonVersionOffsets* shipped = offsets_table().find(info->version.major, info->version.minor);
   PythonVersionOffsets offsets;
   const uint64_t bias = found->load_bias;
   if (shipped) offsets = *shipped;
@@ -220,8 +185,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
     }
   }
   if (!shipped) {
-    log_unsupported(pid, process.comm ? process.comm : "?",
-                    "CPython " + version + " is not supported (no offsets for " +
+    log_unsupported(process, "CPython " + version + " is not supported (no offsets for " +
                         std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
     return OMNIPROF_NOT_MINE;
   }
@@ -250,18 +214,11 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
       break;
   }
   if (interp_head == 0) {
-    log_unsupported(pid, process.comm ? process.comm : "?",
-                    "CPython " + version + ": neither _PyRuntime nor interp_head found in " +
+    log_unsupported(process, "CPython " + version + ": neither _PyRuntime nor interp_head found in " +
                         std::string(found->path));
     return OMNIPROF_NOT_MINE;
   }
-  std::string reason;
-  auto index = layouts_.slot_of(offsets.bpf, &reason);
-  if (!index) {
-    omniprof::sdk::set_error(error, reason);
-    return OMNIPROF_ERR_NO_SPACE;
-  }
-  attach.interpreter_data[PYPERF_DATA_VERSION] = *index;
+  if (!store_layout(offsets.bpf, &attach.interpreter_data[PYPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.interpreter_data[PYPERF_DATA_INTERP_HEAD] = interp_head;
   attach.interpreter_data[PYPERF_DATA_GIL_A] = gil_a;
   attach.interpreter_data[PYPERF_DATA_GIL_B] = gil_b;
@@ -274,36 +231,12 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
   // The interpreter's own native code: the python executable and libpython
   // (not extension modules, whose frames stay in the profile).
   for (size_t i = 0; i < process.num_mappings; ++i) {
-    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
-    if (name && python_named(name)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
+    if (Files::of(process, i)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
   }
-  bool first = processes_.find(pid) == processes_.end();
-  processes_[pid] = PythonProcess{offsets, version};
-  if (first) {
+  if (keep_process(pid, PythonProcess{offsets, version})) {
     log_.debug("python: pid " + std::to_string(pid) + " runs CPython " + version + " (" +
                (from_process ? "offsets from its _Py_DebugOffsets" : "shipped offsets") + ")");
   }
-  return OMNIPROF_OK;
-}
-
-omniprof_status PythonPlugin::symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol,
-                                        char* error) {
-  auto process = processes_.find(pid);
-  if (process == processes_.end()) {
-    omniprof::sdk::set_error(error, "pid " + std::to_string(pid) + " is not a known Python process");
-    return OMNIPROF_ERR_INVALID_ARGUMENT;
-  }
-  auto name = cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process->second.offsets, frame.address,
-                                frame.detail);
-  if (!name) {
-    omniprof::sdk::set_error(error, name.error().message);
-    return OMNIPROF_ERR_IO;
-  }
-  last_function_ = std::move(name->function);
-  last_file_ = std::move(name->file);
-  symbol.function = last_function_.c_str();
-  symbol.file = last_file_.c_str();
-  symbol.line = name->line;
   return OMNIPROF_OK;
 }
 
@@ -312,29 +245,16 @@ omniprof_status PythonPlugin::symbolize(int32_t pid, const omniprof_frame_data& 
 void PythonPlugin::tick() {
   for (const auto& [k, seen] : omniprof::sdk::drain_map<pyperf_code_key, uint8_t>(code_seen_fd_, PYPERF_CODE_SEEN_ENTRIES)) {
     int32_t pid = static_cast<int32_t>(k.pid);
-    auto process = processes_.find(pid);
-    if (process == processes_.end()) continue;
+    const PythonProcess* process = process_of(pid);
+    if (!process) continue;
     // Reads and caches the code object; the line comes later, per frame.
-    (void)cache_.name_frame(k.pid, reader(pid), process->second.offsets, k.code, 0);
+    (void)cache_.name_frame(k.pid, reader(pid), process->offsets, k.code, 0);
   }
-}
-
-omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance, char* error) {
-  if (!host->private_map_fd) {
-    omniprof::sdk::set_error(error, "the host gives no private_map_fd");
-    return OMNIPROF_ERR_UNSUPPORTED;
-  }
-  return omniprof::sdk::create_with_offsets(instance, error, [&] {
-    return new PythonPlugin(host, py::PythonOffsetsTable::load_file(std::string(data_dir) + "/python.yaml"));
-  });
 }
 
 omniprof_plugin make_entry() {
-  omniprof_plugin entry =
-      omniprof::sdk::make_plugin_entry("python", "0.1.0", "python", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
-  entry.create = create;
-  omniprof::sdk::set_instance_hooks<PythonPlugin>(entry);
-  entry.frame_type = "python";
+  omniprof_plugin entry = omniprof::sdk::make_interpreter_plugin_entry<PythonPlugin>(
+      "0.1.0", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
   entry.label_key = "python_gil";
   entry.label_values = kLabelValues;
   entry.num_label_values = sizeof(kLabelValues) / sizeof(kLabelValues[0]);

@@ -72,10 +72,6 @@ Result<bool> has_symbol_with_prefix(const ElfFile& elf, std::string_view prefix)
 
 }  // namespace
 
-std::string PythonVersion::to_string() const {
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
-}
-
 Result<PythonVersion> read_python_version(const std::string& path) {
   auto opened = ElfFile::open(path);
   if (!opened) return opened.error();
@@ -95,8 +91,8 @@ Result<PythonVersion> read_python_version(const ElfFile& elf) {
     if (!bytes) return make_error(bytes.error().message + " (reading Py_Version)");
     uint64_t hex = 0;
     std::memcpy(&hex, bytes->data(), 8);  // little-endian host and file (x86-64, aarch64)
-    PythonVersion version{static_cast<int>((hex >> 24) & 0xff),
-                          static_cast<int>((hex >> 16) & 0xff), static_cast<int>((hex >> 8) & 0xff),
+    PythonVersion version{{static_cast<int>((hex >> 24) & 0xff), static_cast<int>((hex >> 16) & 0xff),
+                           static_cast<int>((hex >> 8) & 0xff)},
                           "Py_Version"};
     if (version.major != 3 || (hex >> 32) != 0) {
       char text[32];
@@ -146,7 +142,7 @@ Result<PythonVersion> read_python_version(const ElfFile& elf) {
                       " in .rodata: " + list);
   }
   auto [major, minor, micro] = *matches.begin();
-  return PythonVersion{major, minor, micro, "PY_VERSION string"};
+  return PythonVersion{{major, minor, micro}, "PY_VERSION string"};
 }
 
 }  // namespace omniprof::python

@@ -4,20 +4,17 @@
 
 #include <string>
 
+#include "omniprof/offsets.hpp"
 #include "omniprof/support/elf_file.h"
 #include "omniprof/support/result.h"
 
 namespace omniprof::python {
 
-struct PythonVersion {
-  int major = 0;
-  int minor = 0;
-  int micro = 0;
-  // How it was found: "Py_Version" (3.11+: the PY_VERSION_HEX constant behind
-  // that symbol) or "PY_VERSION string" (a "3.9.18" string in .rodata).
+// MAJOR.MINOR.PATCH (PATCH: CPython's "micro"), and how it was found:
+// "Py_Version" (3.11+: the PY_VERSION_HEX constant behind that symbol) or
+// "PY_VERSION string" (a "3.9.18" string in .rodata).
+struct PythonVersion : sdk::RuntimeVersion {
   std::string source;
-
-  std::string to_string() const;
 };
 
 // 3.11+: the value of the `Py_Version` symbol (a const unsigned long

@@ -13,13 +13,14 @@
 #include <utility>
 
 #include "omniprof/support/result.h"
+#include "omniprof/interpreter_plugin.hpp"
 #include "ruby_offsets_table.h"
 
 namespace omniprof::ruby {
 
-// Reads `len` bytes at `addr` of the target process into `buf`; false if any
-// byte cannot be read (unmapped, the process exited).
-using ReadMemory = std::function<bool(uint64_t addr, void* buf, std::size_t len)>;
+// Reads the target process's memory (false if any byte cannot be read:
+// unmapped, the process exited).
+using ReadMemory = sdk::ReadMemory;
 
 // Where a process keeps what naming needs, found by the plugin in the ELF
 // file (plus the mapping's load bias).
@@ -28,11 +29,7 @@ struct RubyProcessAddresses {
   uint64_t vm_pointer = 0;      // &ruby_current_vm_ptr (3.2: where the shapes are), 0 if not found
 };
 
-struct RubyFrameName {
-  std::string function;  // "Foo#bar", "Foo.bar", "block in Foo#bar", "<main>", "Integer#times"
-  std::string file;      // the iseq's path; "" for a C function
-  int line = 0;          // the executing line; 0 for a C function
-};
+using RubyFrameName = sdk::FrameName;
 
 // What the walk recorded for one frame (rbperf.h).
 struct RubyFrameRecord {

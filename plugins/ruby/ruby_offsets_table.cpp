@@ -1,25 +1,12 @@
 #include "ruby_offsets_table.h"
 
-#include <cstddef>
-#include <cstring>
-#include <omniprof/offsets.hpp>
-#include <stdexcept>
-
 namespace omniprof::ruby {
 namespace {
 
-// One YAML key: a u16 member of struct ruby_offsets (RUBY_OFFSET_NONE for
-// -1) or an int64_t member of RubyReaderOffsets.
-struct Field {
-  std::string_view key;
-  bool in_bpf;
-  std::size_t offset;
-};
+#define BPF_FIELD(name) OMNIPROF_OFFSET_FIELD(RubyVersionOffsets, bpf, name)
+#define READER_FIELD(name) OMNIPROF_OFFSET_FIELD(RubyVersionOffsets, reader, name)
 
-#define BPF_FIELD(name) Field{#name, true, offsetof(ruby_offsets, name)}
-#define READER_FIELD(name) Field{#name, false, offsetof(RubyReaderOffsets, name)}
-
-constexpr Field kFields[] = {
+const sdk::OffsetField kFields[] = {
     BPF_FIELD(ec_vm_stack),
     BPF_FIELD(ec_vm_stack_size),
     BPF_FIELD(ec_cfp),
@@ -91,60 +78,6 @@ constexpr Field kFields[] = {
 #undef BPF_FIELD
 #undef READER_FIELD
 
-const Field* find_field(std::string_view key) {
-  for (const Field& field : kFields) {
-    if (field.key == key) return &field;
-  }
-  return nullptr;
-}
-
-unsigned char* field_address(RubyVersionOffsets& offsets, const Field& field) {
-  auto* base = field.in_bpf ? reinterpret_cast<unsigned char*>(&offsets.bpf)
-                            : reinterpret_cast<unsigned char*>(&offsets.reader);
-  return base + field.offset;
-}
-
-}  // namespace
-
-std::vector<std::string_view> ruby_offset_keys() {
-  std::vector<std::string_view> keys;
-  for (const Field& field : kFields) keys.push_back(field.key);
-  return keys;
-}
-
-int64_t ruby_offset_value(const RubyVersionOffsets& offsets, std::string_view key) {
-  const Field* field = find_field(key);
-  if (!field) throw std::out_of_range("no ruby offset named " + std::string(key));
-  const unsigned char* address = field_address(const_cast<RubyVersionOffsets&>(offsets), *field);
-  if (field->in_bpf) {
-    uint16_t value;
-    std::memcpy(&value, address, 2);
-    return value == RUBY_OFFSET_NONE ? -1 : value;
-  }
-  int64_t value;
-  std::memcpy(&value, address, 8);
-  return value;
-}
-
-bool set_ruby_offset(RubyVersionOffsets& offsets, std::string_view key, int64_t value) {
-  const Field* field = find_field(key);
-  if (!field) return false;
-  unsigned char* address = field_address(offsets, *field);
-  if (value < -1) return false;
-  if (field->in_bpf) {
-    // RUBY_OFFSET_NONE itself is not a valid offset: it means absent.
-    if (value >= RUBY_OFFSET_NONE) return false;
-    auto narrow = static_cast<uint16_t>(value < 0 ? RUBY_OFFSET_NONE : value);
-    std::memcpy(address, &narrow, 2);
-    return true;
-  }
-  std::memcpy(address, &value, 8);
-  return true;
-}
-
-
-namespace {
-
 // 3.2's shape keys come together, and each field lies inside rb_shape_t:
 // the reader reads shape_size bytes per shape and picks the fields out.
 void check_shape_offsets(const RubyReaderOffsets& o, const std::string& where) {
@@ -171,80 +104,29 @@ void check_shape_offsets(const RubyReaderOffsets& o, const std::string& where) {
   }
 }
 
+// The EC model and the fields it needs, the shape fields; sets bpf.version.
+void check_entry(RubyVersionOffsets& offsets, const std::string& where) {
+  offsets.bpf.version = static_cast<uint32_t>(offsets.major) << 16 | static_cast<uint32_t>(offsets.minor) << 8;
+  int64_t model = offsets.reader.ec_model;
+  if (model != RUBY_EC_TLS_DTV && model != RUBY_EC_GLOBAL_POINTER && model != RUBY_EC_MAIN_RACTOR) {
+    throw sdk::OffsetError(where + ": ec_model: " + std::to_string(model) + " is not 1 (TLS), 3 (global pointer) or " +
+                           "4 (main ractor)");
+  }
+  if (model == RUBY_EC_MAIN_RACTOR && offsets.bpf.ractor_running_ec == RUBY_OFFSET_NONE) {
+    throw sdk::OffsetError(where + ": ec_model 4 (main ractor) needs ractor_running_ec");
+  }
+  // A global EC is the GVL holder's: without the thread check, a thread
+  // running outside the GVL would get another thread's stack.
+  if (model != RUBY_EC_TLS_DTV &&
+      (offsets.bpf.ec_thread_ptr == RUBY_OFFSET_NONE || offsets.bpf.thread_native_id == RUBY_OFFSET_NONE)) {
+    throw sdk::OffsetError(where + ": ec_model " + std::to_string(model) +
+                           " (a global EC) needs ec_thread_ptr and thread_native_id");
+  }
+  check_shape_offsets(offsets.reader, where);
+}
+
 }  // namespace
 
-RubyOffsetsTable RubyOffsetsTable::load_file(const std::string& path) {
-  return from_table(sdk::OffsetTable::load_file(path), path);
-}
-
-RubyOffsetsTable RubyOffsetsTable::parse(const std::string& yaml_text, const std::string& source_name) {
-  return from_table(sdk::OffsetTable::parse(yaml_text, source_name), source_name);
-}
-
-RubyOffsetsTable RubyOffsetsTable::from_table(const sdk::OffsetTable& table, const std::string& source_name) {
-  if (table.runtime() != "ruby") {
-    throw sdk::OffsetError(source_name + ": runtime is \"" + table.runtime() + "\", expected \"ruby\"");
-  }
-  RubyOffsetsTable result;
-  for (const std::string& version_text : table.versions()) {
-    // The SDK parsed the pattern strictly; find() returns this very entry
-    // (a MAJOR.MINOR.PATCH entry wins for its own patch).
-    std::optional<sdk::RuntimeVersion> version = sdk::RuntimeVersion::parse(version_text);
-    const sdk::Offsets* entry = version ? table.find(*version) : nullptr;
-    if (!entry || entry->version() != version_text) {
-      throw sdk::OffsetError(source_name + ": version " + version_text + ": not a MAJOR.MINOR[.PATCH] entry");
-    }
-    bool has_patch = version_text.find('.') != version_text.rfind('.');
-    std::string where = source_name + ": ruby " + version_text;
-    for (const auto& [key, value] : entry->fields()) {
-      if (!find_field(key)) throw sdk::OffsetError(where + ": unknown key \"" + key + "\"");
-    }
-    RubyVersionOffsets offsets;
-    offsets.major = version->major;
-    offsets.minor = version->minor;
-    offsets.patch = has_patch ? version->patch : -1;
-    offsets.bpf.version = static_cast<uint32_t>(version->major) << 16 | static_cast<uint32_t>(version->minor) << 8;
-    for (const Field& field : kFields) {
-      std::string key(field.key);
-      std::optional<int64_t> value = entry->find(key);
-      if (!value) throw sdk::OffsetError(where + ": missing required key \"" + key + "\"");
-      if (!set_ruby_offset(offsets, key, *value)) {
-        throw sdk::OffsetError(where + ": " + key + ": " + std::to_string(*value) + " does not fit the field");
-      }
-    }
-    int64_t model = offsets.reader.ec_model;
-    if (model != RUBY_EC_TLS_DTV && model != RUBY_EC_GLOBAL_POINTER && model != RUBY_EC_MAIN_RACTOR) {
-      throw sdk::OffsetError(where + ": ec_model: " + std::to_string(model) + " is not 1 (TLS), 3 (global pointer) or " +
-                             "4 (main ractor)");
-    }
-    if (model == RUBY_EC_MAIN_RACTOR && offsets.bpf.ractor_running_ec == RUBY_OFFSET_NONE) {
-      throw sdk::OffsetError(where + ": ec_model 4 (main ractor) needs ractor_running_ec");
-    }
-    // A global EC is the GVL holder's: without the thread check, a thread
-    // running outside the GVL would get another thread's stack.
-    if (model != RUBY_EC_TLS_DTV &&
-        (offsets.bpf.ec_thread_ptr == RUBY_OFFSET_NONE || offsets.bpf.thread_native_id == RUBY_OFFSET_NONE)) {
-      throw sdk::OffsetError(where + ": ec_model " + std::to_string(model) +
-                             " (a global EC) needs ec_thread_ptr and thread_native_id");
-    }
-    check_shape_offsets(offsets.reader, where);
-    result.versions_.push_back(offsets);
-  }
-  return result;
-}
-
-const RubyVersionOffsets* RubyOffsetsTable::find(int major, int minor) const {
-  for (const RubyVersionOffsets& offsets : versions_) {
-    if (offsets.major == major && offsets.minor == minor && offsets.patch < 0) return &offsets;
-  }
-  return nullptr;
-}
-
-const RubyVersionOffsets* RubyOffsetsTable::find(int major, int minor, int patch) const {
-  for (const RubyVersionOffsets& offsets : versions_) {
-    if (offsets.major == major && offsets.minor == minor && offsets.patch == patch) return &offsets;
-  }
-  return find(major, minor);
-}
+const sdk::OffsetSchema<RubyVersionOffsets> kRubyOffsetSchema("ruby", kFields, RUBY_OFFSET_NONE, check_entry);
 
 }  // namespace omniprof::ruby

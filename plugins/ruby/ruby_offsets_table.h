@@ -8,11 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "omniprof/offsets.hpp"
 #include "ruby_offsets.h"
-
-namespace omniprof::sdk {
-class OffsetTable;
-}
 
 namespace omniprof::ruby {
 
@@ -89,45 +86,16 @@ struct RubyReaderOffsets {
   int64_t id_entry_unit = -1;
 };
 
-// Everything known about one version entry: a minor version (patch -1) or
-// one patch release that differs from its minor (3.0.4: the EC in TLS).
-struct RubyVersionOffsets {
-  int major = 0;
-  int minor = 0;
-  int patch = -1;  // -1: every patch release without an entry of its own
-  ruby_offsets bpf{};
-  RubyReaderOffsets reader;
-};
+// Everything known about one version entry of offsets/ruby.yaml: a minor
+// version (patch -1) or one patch release that differs from its minor
+// (3.0.4: the EC in TLS). find(3, 1, 7) finds "3.1", find(3, 0, 4) "3.0.4".
+using RubyVersionOffsets = sdk::VersionOffsets<ruby_offsets, RubyReaderOffsets>;
 
-// The YAML keys, in the order of the structs: every one is required in every
-// version entry (-1 where absent), and no other key is accepted.
-std::vector<std::string_view> ruby_offset_keys();
-
-class RubyOffsetsTable {
- public:
-  // Throws omniprof::sdk::OffsetError naming the file, the version and the
-  // key for a missing, unknown or out-of-range key (the plugin's create hook
-  // catches it, see sdk/include/omniprof/offsets.hpp).
-  static RubyOffsetsTable load_file(const std::string& path);
-  static RubyOffsetsTable parse(const std::string& yaml_text, const std::string& source_name);
-
-  // The MAJOR.MINOR entry; nullptr if there is none.
-  const RubyVersionOffsets* find(int major, int minor) const;
-  // The MAJOR.MINOR.PATCH entry if there is one, else the MAJOR.MINOR one
-  // (3.1.7 finds "3.1", 3.0.4 finds "3.0.4"); nullptr if neither.
-  const RubyVersionOffsets* find(int major, int minor, int patch) const;
-  const std::vector<RubyVersionOffsets>& versions() const { return versions_; }
-
- private:
-  static RubyOffsetsTable from_table(const sdk::OffsetTable& table, const std::string& source_name);
-
-  std::vector<RubyVersionOffsets> versions_;
-};
-
-// The value of `key` in `offsets` (-1 for RUBY_OFFSET_NONE), for tests and
-// logging; throws std::out_of_range for a key not in ruby_offset_keys().
-int64_t ruby_offset_value(const RubyVersionOffsets& offsets, std::string_view key);
-// Sets `key`; false if the value does not fit the field (a u16 offset).
-bool set_ruby_offset(RubyVersionOffsets& offsets, std::string_view key, int64_t value);
+// offsets/ruby.yaml's keys, named as the fields of the two structs, and its
+// checks (the EC model and the fields it needs, the shape fields; it sets
+// bpf.version). Loading throws omniprof::sdk::OffsetError naming the file,
+// the version and the key (the plugin's create hook catches it).
+extern const sdk::OffsetSchema<RubyVersionOffsets> kRubyOffsetSchema;
+using RubyOffsetsTable = sdk::BoundOffsetTable<RubyVersionOffsets, kRubyOffsetSchema>;
 
 }  // namespace omniprof::ruby

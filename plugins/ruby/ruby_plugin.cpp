@@ -10,18 +10,13 @@
 // reader's cache does.
 #include <bpf/bpf.h>
 #include <elf.h>
-#include <omniprof/plugin.hpp>
+#include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "omniprof/offsets.hpp"
@@ -81,67 +76,45 @@ struct RubyProcess {
   std::string version;
 };
 
-class RubyPlugin {
+// A name the process gives a CRuby file: ruby, ruby3.1, libruby.so.3.1,
+// libruby-3.1.so.3.1.2 (not ruby's extension libraries).
+constexpr const char* kRubyFileName = R"(^(ruby([0-9]+(\.[0-9]+)*)?|libruby(-[0-9.]+)?\.so(\.[0-9]+)*)$)";
+
+class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile, RubyProcess, rb::RubyOffsetsTable> {
  public:
+  static constexpr const char* kRuntime = "ruby";
+
   RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
-      : host_(host),
-        log_(host),
-        table_(std::move(table)),
-        layouts_(host->private_map_fd(host->host, "ruby_offsets"), RUBY_MAX_VERSIONS, "ruby_offsets"),
+      : InterpreterPlugin(host, kRubyFileName, std::move(table), "ruby_offsets", RUBY_MAX_VERSIONS),
         frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")) {}
 
+  RubyFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
-  void gone(int32_t pid) {
-    processes_.erase(pid);
+  omniprof::Result<omniprof::sdk::FrameName> name_frame(int32_t pid, const RubyProcess& process,
+                                                        const omniprof_frame_data& frame);
+  void forget_process(int32_t pid) {
     cache_.drop_pid(static_cast<uint32_t>(pid));
-    unsupported_logged_.erase(pid);
     for (auto it = method_entries_.lower_bound({pid, 0}); it != method_entries_.end() && it->first.first == pid;) {
       it = method_entries_.erase(it);
     }
   }
-  omniprof_status symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol, char* error);
   void tick();
 
  private:
-  const RubyFile& file_info(uint64_t file_id, const std::string& path, const std::string& name, bool main_executable);
-  rb::ReadMemory reader(int32_t pid) const {
-    return [host = host_, pid](uint64_t address, void* buffer, std::size_t len) {
-      return host->read_process_memory(host->host, pid, address, buffer, len) == static_cast<int64_t>(len);
-    };
-  }
+  using Files = omniprof::sdk::DescribedFiles<RubyFile>;
+
   bool ec_data(int32_t pid, const RubyFile& info, uint64_t bias, omniprof_process_attach& attach, std::string* why);
   struct SeenFrame {
     int32_t pid;
     uint64_t address, method_entry;
   };
   std::vector<SeenFrame> drain_frames_seen();
-  void log_unsupported(int32_t pid, const std::string& comm, const std::string& what) {
-    if (!unsupported_logged_.insert(pid).second) return;
-    log_.warn("ruby: pid " + std::to_string(pid) + " (" + comm + "): " + what + "; its native frames are still walked");
-  }
 
-  const omniprof_host_api* host_;
-  omniprof::sdk::HostLog log_;
-  rb::RubyOffsetsTable table_;
-  omniprof::sdk::LayoutSlots<ruby_offsets> layouts_;  // the slot = the key in ruby_offsets
   int frames_seen_fd_ = -1;
-  std::unordered_map<uint64_t, RubyFile> files_;
-  std::unordered_map<int32_t, RubyProcess> processes_;
-  std::set<int32_t> unsupported_logged_;
   // (pid, frame address) -> the method entry the walk saw with it (rbperf.h).
   std::map<std::pair<int32_t, uint64_t>, uint64_t> method_entries_;
   rb::RubyFrameCache cache_;
-  // The strings of the last symbolize_frame answer (valid until the next call).
-  std::string last_function_, last_file_;
 };
-
-// A name the process gives a CRuby file: ruby, ruby3.1, libruby.so.3.1,
-// libruby-3.1.so.3.1.2, libruby-static... (not ruby's extension libraries).
-bool ruby_named(const std::string& name) {
-  std::string base = std::filesystem::path(name).filename().string();
-  static const std::regex pattern(R"(^(ruby([0-9]+(\.[0-9]+)*)?|libruby(-[0-9.]+)?\.so(\.[0-9]+)*)$)");
-  return std::regex_match(base, pattern);
-}
 
 // A symbol the file itself lacks, from elsewhere: the host's lookup, which
 // reads a stripped file's separate debug file (Debian's libruby3.3-dbgsym
@@ -199,9 +172,9 @@ std::string read_ruby_file(const std::string& path, const std::string& name, boo
   return "";
 }
 
-const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path, const std::string& name,
-                                      bool main_executable) {
-  if (auto it = files_.find(file_id); file_id != 0 && it != files_.end()) return it->second;
+RubyFile RubyPlugin::read_file(const std::string& path, const std::string& name) {
+  // The ruby executable, or a libruby: where its TLS variable is reached from.
+  const bool main_executable = name.find("libruby") == std::string::npos;
   RubyFile info;
   info.why_not = read_ruby_file(path, name, main_executable, [&](const char* wanted) -> std::optional<omniprof::ElfSymbol> {
     uint64_t value = 0, size = 0;
@@ -215,12 +188,7 @@ const RubyFile& RubyPlugin::file_info(uint64_t file_id, const std::string& path,
     found.type = STT_NOTYPE;
     return found;
   }, info);
-  if (file_id == 0) {
-    static RubyFile scratch;
-    scratch = std::move(info);
-    return scratch;
-  }
-  return files_.emplace(file_id, std::move(info)).first->second;
+  return info;
 }
 
 // The process data that gets the walk to a thread's EC. For TLS, what the
@@ -254,30 +222,27 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
   const RubyFile* info = nullptr;
   const RubyFile* unusable = nullptr;
   for (size_t i = 0; i < process.num_mappings; ++i) {
-    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
-    if (!name || !ruby_named(name)) continue;
-    bool main_executable = std::string(name).find("libruby") == std::string::npos;
-    const RubyFile& candidate = file_info(process.mappings[i].file_id, process.mappings[i].path, name, main_executable);
-    if (!candidate.is_ruby) {  // e.g. a ruby executable whose VM is in libruby
-      if (candidate.unusable_ruby && !unusable) unusable = &candidate;
+    const RubyFile* candidate = Files::of(process, i);  // described: a ruby-named file
+    if (!candidate) continue;
+    if (!candidate->is_ruby) {  // e.g. a ruby executable whose VM is in libruby
+      if (candidate->unusable_ruby && !unusable) unusable = candidate;
       continue;
     }
     found = &process.mappings[i];
-    info = &candidate;
+    info = candidate;
     break;
   }
   const int32_t pid = process.pid;
-  const std::string comm = process.comm ? process.comm : "?";
   if (!found) {
     // A stripped or unknown CRuby: said once per process, and its native
     // frames are walked as any program's.
-    if (unusable) log_unsupported(pid, comm, unusable->why_not);
+    if (unusable) log_unsupported(process, unusable->why_not);
     return OMNIPROF_NOT_MINE;
   }
   const rb::RubyVersionOffsets* shipped =
-      table_.find(info->version.major, info->version.minor, info->version.patch);
+      offsets_table().find(info->version.major, info->version.minor, info->version.patch);
   if (!shipped) {
-    log_unsupported(pid, comm,
+    log_unsupported(process,
                     "Ruby " + info->version_text + " is not supported (no offsets for " +
                         std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
     return OMNIPROF_NOT_MINE;
@@ -287,7 +252,7 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
   const bool tls = info->ec.model == RUBY_EC_TLS_DTV || info->ec.model == RUBY_EC_TLS_TP_OFFSET;
   const int64_t expected = shipped->reader.ec_model;
   if (tls ? expected != RUBY_EC_TLS_DTV : expected != static_cast<int64_t>(info->ec.model)) {
-    log_unsupported(pid, comm, "Ruby " + info->version_text + ": offsets/ruby.yaml says ec_model " +
+    log_unsupported(process, "Ruby " + info->version_text + ": offsets/ruby.yaml says ec_model " +
                                    std::to_string(expected) + ", but " + found->path + " has " +
                                    (tls ? "the thread-local ruby_current_ec" : "no thread-local ruby_current_ec"));
     return OMNIPROF_NOT_MINE;
@@ -295,69 +260,44 @@ omniprof_status RubyPlugin::detect(const omniprof_process& process, omniprof_pro
   // rbperf.bpf.c reads a control frame's first 48 bytes in one go.
   const ruby_offsets& bpf = shipped->bpf;
   if (std::max({bpf.cfp_pc, bpf.cfp_iseq, bpf.cfp_ep}) + 8 > 48 || (bpf.cfp_pc | bpf.cfp_iseq | bpf.cfp_ep) % 8 != 0) {
-    log_unsupported(pid, comm, "Ruby " + info->version_text + ": offsets/ruby.yaml puts a control frame field past "
+    log_unsupported(process, "Ruby " + info->version_text + ": offsets/ruby.yaml puts a control frame field past "
                                "the 48 bytes the walk reads, or unaligned");
     return OMNIPROF_NOT_MINE;
   }
   const uint64_t bias = found->load_bias;
   std::string why;
   if (!ec_data(pid, *info, bias, attach, &why)) {
-    log_unsupported(pid, comm, "Ruby " + info->version_text + ": " + why);
+    log_unsupported(process, "Ruby " + info->version_text + ": " + why);
     return OMNIPROF_NOT_MINE;
   }
-  std::string reason;
-  auto index = layouts_.slot_of(shipped->bpf, &reason);
-  if (!index) {
-    omniprof::sdk::set_error(error, reason);
-    return OMNIPROF_ERR_NO_SPACE;
-  }
-  attach.interpreter_data[RBPERF_DATA_VERSION] = *index;
+  if (!store_layout(shipped->bpf, &attach.interpreter_data[RBPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.num_interpreter_ranges = 1;
   attach.interpreter_ranges[0] = {info->vm_exec_range.first + bias, info->vm_exec_range.second + bias};
   std::snprintf(attach.runtime_version, sizeof(attach.runtime_version), "%s", info->version_text.c_str());
   // The interpreter's own native code: the ruby executable and libruby (not
   // C extensions, whose frames stay in the profile).
   for (size_t i = 0; i < process.num_mappings; ++i) {
-    const char* name = process.mapping_names ? process.mapping_names[i] : process.mappings[i].path;
-    if (name && ruby_named(name)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
+    if (Files::of(process, i)) omniprof::sdk::add_interpreter_file(attach, process.mappings[i].file_id);
   }
-  bool first = processes_.find(pid) == processes_.end();
   RubyProcess ruby{*shipped, {}, info->version_text};
   if (info->global_symbols) ruby.addresses.global_symbols = info->global_symbols + bias;
   if (info->vm_pointer) ruby.addresses.vm_pointer = info->vm_pointer + bias;
-  processes_[pid] = std::move(ruby);
-  if (first) {
+  if (keep_process(pid, std::move(ruby))) {
     log_.debug("ruby: pid " + std::to_string(pid) + " runs Ruby " + info->version_text + " from " + found->path +
                (info->global_symbols ? "" : " (no ID table found: C functions go unnamed)"));
   }
   return OMNIPROF_OK;
 }
 
-omniprof_status RubyPlugin::symbolize(int32_t pid, const omniprof_frame_data& frame, omniprof_symbol& symbol,
-                                      char* error) {
-  auto process = processes_.find(pid);
-  if (process == processes_.end()) {
-    omniprof::sdk::set_error(error, "pid " + std::to_string(pid) + " is not a known Ruby process");
-    return OMNIPROF_ERR_INVALID_ARGUMENT;
-  }
+omniprof::Result<omniprof::sdk::FrameName> RubyPlugin::name_frame(int32_t pid, const RubyProcess& process,
+                                                                  const omniprof_frame_data& frame) {
   auto entry = method_entries_.find({pid, frame.address});
   if (entry == method_entries_.end()) {
     (void)drain_frames_seen();  // noted since the last tick
     entry = method_entries_.find({pid, frame.address});
   }
   rb::RubyFrameRecord record{frame.address, frame.detail, entry == method_entries_.end() ? 0 : entry->second};
-  auto name = cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process->second.offsets,
-                                process->second.addresses, record);
-  if (!name) {
-    omniprof::sdk::set_error(error, name.error().message);
-    return OMNIPROF_ERR_IO;
-  }
-  last_function_ = std::move(name->function);
-  last_file_ = std::move(name->file);
-  symbol.function = last_function_.c_str();
-  symbol.file = last_file_.empty() ? nullptr : last_file_.c_str();
-  symbol.line = name->line;
-  return OMNIPROF_OK;
+  return cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process.offsets, process.addresses, record);
 }
 
 // Takes what the walk noted since the last drain: (pid, address) and its
@@ -367,7 +307,7 @@ std::vector<RubyPlugin::SeenFrame> RubyPlugin::drain_frames_seen() {
   for (const auto& [k, method_entry] :
        omniprof::sdk::drain_map<rbperf_frame_key, uint64_t>(frames_seen_fd_, RBPERF_FRAMES_SEEN_ENTRIES)) {
     int32_t pid = static_cast<int32_t>(k.pid);
-    if (!processes_.count(pid)) continue;
+    if (!knows_process(pid)) continue;
     auto [it, inserted] = method_entries_.insert_or_assign({pid, k.address}, method_entry);
     if (inserted) fresh.push_back({pid, k.address, method_entry});
   }
@@ -378,37 +318,19 @@ std::vector<RubyPlugin::SeenFrame> RubyPlugin::drain_frames_seen() {
 // live, so that symbolize_frame can name them after an exit.
 void RubyPlugin::tick() {
   for (const SeenFrame& seen : drain_frames_seen()) {
-    auto process = processes_.find(seen.pid);
-    if (process == processes_.end()) continue;
+    const RubyProcess* process = process_of(seen.pid);
+    if (!process) continue;
     // Reads and caches the iseq or method entry; the line comes later, per
     // frame. The walk notes a C function frame with itself as its entry.
     bool cfunc = seen.address == seen.method_entry;
     rb::RubyFrameRecord record{seen.address, cfunc ? RBPERF_DETAIL_CFUNC : 0u, seen.method_entry};
-    (void)cache_.name_frame(static_cast<uint32_t>(seen.pid), reader(seen.pid), process->second.offsets,
-                            process->second.addresses, record);
+    (void)cache_.name_frame(static_cast<uint32_t>(seen.pid), reader(seen.pid), process->offsets, process->addresses,
+                            record);
   }
 }
 
-omniprof_status create(const omniprof_host_api* host, const char* data_dir, uint32_t, void** instance, char* error) {
-  if (!host->private_map_fd) {
-    omniprof::sdk::set_error(error, "the host gives no private_map_fd");
-    return OMNIPROF_ERR_UNSUPPORTED;
-  }
-  return omniprof::sdk::create_with_offsets(instance, error, [&] {
-    return new RubyPlugin(host, rb::RubyOffsetsTable::load_file(std::string(data_dir) + "/ruby.yaml"));
-  });
-}
-
-omniprof_plugin make_entry() {
-  omniprof_plugin entry = omniprof::sdk::make_plugin_entry("ruby", "0.1.0", "ruby", OMNIPROF_MODULE_RBPERF,
-                                                           ruby_bpf__elf_bytes, kPrograms, kStatNames);
-  entry.create = create;
-  entry.frame_type = "ruby";
-  omniprof::sdk::set_instance_hooks<RubyPlugin>(entry);
-  return entry;
-}
-
-const omniprof_plugin kEntry = make_entry();
+const omniprof_plugin kEntry = omniprof::sdk::make_interpreter_plugin_entry<RubyPlugin>(
+    "0.1.0", OMNIPROF_MODULE_RBPERF, ruby_bpf__elf_bytes, kPrograms, kStatNames);
 
 }  // namespace
 

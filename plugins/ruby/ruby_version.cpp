@@ -29,10 +29,6 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-std::string RubyVersion::to_string() const {
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-}
-
 Result<RubyVersion> read_ruby_version(const ElfFile& elf) {
   auto symbol = elf.find_symbol("ruby_version");
   if (!symbol) return make_error(elf.path() + ": " + symbol.error().message);

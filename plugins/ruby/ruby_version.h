@@ -6,17 +6,13 @@
 #include <span>
 #include <string>
 
+#include "omniprof/offsets.hpp"
 #include "omniprof/support/elf_file.h"
 #include "omniprof/support/result.h"
 
 namespace omniprof::ruby {
 
-struct RubyVersion {
-  int major = 0;
-  int minor = 0;
-  int patch = 0;
-  std::string to_string() const;
-};
+using RubyVersion = sdk::RuntimeVersion;
 
 // The exported `ruby_version` (const char[]: "3.1.2", NUL-terminated, in
 // .rodata), read from the file. Errors name the file: no such symbol (not a

@@ -10,6 +10,8 @@ except that `omniprof plugins` loads BPF where it can).
   sdk_tests.py pkg-config  BUILD SOURCE   a program linking the helper library
                                           through `pkg-config --cflags --libs`
   sdk_tests.py headers     STD CC CXX SOURCE  each public header compiles alone
+  sdk_tests.py mistyped-hook CXX SOURCE   a member named like a hook with another
+                                          signature is a compile error naming it
 
 Exit 77 (ctest: skipped) where the host cannot load BPF here and CI is not
 set: then only the ABI checks ran, and a plugin shows as `checked`.
@@ -347,6 +349,22 @@ def test_headers(standard, cc, cxx, source):
         fail(f"{standard}: {', '.join(failed)} do not compile alone with -Wall -Wextra -Werror")
 
 
+def test_mistyped_hook(cxx, source):
+    plugin = os.path.join(source, "tests/sdk/mistyped_hook_plugin.cpp")
+    flags = ["-std=c++17", "-fsyntax-only", "-I" + os.path.join(source, "sdk/include"),
+             "-I" + os.path.join(source, "bpf/include")]
+    # The control: with the hook's own signature the same file compiles.
+    run([cxx] + flags + ["-DOMNIPROF_WELL_TYPED", plugin])
+    result = subprocess.run([cxx] + flags + [plugin], text=True, capture_output=True)
+    if result.returncode == 0:
+        fail("a member `gone(const std::string&)` compiled: set_instance_hooks left process_gone out silently")
+    expected = "Plugin::gone is named like the process_gone hook but does not have its signature"
+    if expected not in result.stderr:
+        sys.stderr.write(result.stderr)
+        fail(f"the compiler refused the mistyped plugin, but not with \"{expected}\"")
+    print(f"refused at compile time: {expected}")
+
+
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
@@ -360,6 +378,8 @@ def main(argv):
         test_perfmap(*argv[2:5])
     elif command == "pkg-config":
         test_pkg_config(*argv[2:5])
+    elif command == "mistyped-hook":
+        test_mistyped_hook(*argv[2:4])
     elif command == "headers":
         test_headers(*argv[2:6])
     else:

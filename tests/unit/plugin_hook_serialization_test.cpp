@@ -5,7 +5,8 @@
 // drives a plugin whose hooks share plain, unsynchronized state through
 // PluginHost the same way. Under ThreadSanitizer (OMNIPROF_SANITIZE=thread,
 // run by scripts/test.sh) two hooks at once is a reported data race; without
-// it the plugin still counts overlapping calls.
+// it the plugin still counts overlapping calls. The same fixture shows how
+// the host calls describe_file (plugin ABI 2.3): once per file id.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,6 +32,17 @@ PluginHostOptions with_instances() {
   return options;
 }
 
+// The plugin of fixture `file`, checked and with an instance; null (and a
+// failure) otherwise.
+Plugin* fixture_instance(PluginHost& host, const std::string& file) {
+  host.load_file(kFixtures + "/" + file, with_instances());
+  EXPECT_EQ(host.plugins().size(), 1u);
+  if (host.plugins().size() != 1) return nullptr;
+  Plugin& plugin = *host.plugins().front();
+  EXPECT_EQ(plugin.state, PluginState::kChecked) << plugin.reason;
+  return plugin.state == PluginState::kChecked && plugin.instance ? &plugin : nullptr;
+}
+
 std::string fixture_state(Plugin& plugin) {
   std::string out, error;
   auto write = [](void* context, const char* text, size_t len) {
@@ -42,11 +54,9 @@ std::string fixture_state(Plugin& plugin) {
 
 TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
   PluginHost host(nullptr, nullptr);
-  host.load_file(kFixtures + "/shared_state_plugin.so", with_instances());
-  ASSERT_EQ(host.plugins().size(), 1u);
-  Plugin& plugin = *host.plugins().front();
-  ASSERT_EQ(plugin.state, PluginState::kChecked) << plugin.reason;
-  ASSERT_NE(plugin.instance, nullptr);
+  Plugin* loaded = fixture_instance(host, "shared_state_plugin.so");
+  ASSERT_NE(loaded, nullptr);
+  Plugin& plugin = *loaded;
 
   std::atomic<int> ready{0};
   auto start_together = [&] {
@@ -58,14 +68,16 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
     start_together();
     for (int i = 0; i < kRounds; ++i) {
       int32_t pid = 1000 + i;
-      omniprof_mapping mapping{0x1000, 0x2000, 0, 0, 0, "/fixture/file"};
+      // Its file is described once (describe_file), forgotten at its unload below.
+      const uint64_t file_id = static_cast<uint64_t>(i) + 1;
+      omniprof_mapping mapping{0x1000, 0x2000, 0, 0, file_id, "/fixture/file"};
       omniprof_process process{pid, "/proc/1/exe", "fixture", &mapping, 1};
       omniprof_process_attach attach{};
       std::string error;
       EXPECT_EQ(PluginHost::detect_process(plugin, process, attach, error), OMNIPROF_NOT_MINE);
-      EXPECT_EQ(PluginHost::load_executable(plugin, static_cast<uint64_t>(i), "/fixture/file", error),
+      EXPECT_EQ(PluginHost::load_executable(plugin, file_id, "/fixture/file", error),
                 OMNIPROF_OK);
-      PluginHost::unload_executable(plugin, static_cast<uint64_t>(i));
+      PluginHost::unload_executable(plugin, file_id);
       PluginHost::process_gone(plugin, pid);
     }
   });
@@ -95,8 +107,9 @@ TEST(PluginHookSerializationTest, HooksOfOneInstanceNeverRunConcurrently) {
   // Every call counted once (a lost update is a race), none overlapped,
   // everything loaded was unloaded. The debug command itself is the last call.
   EXPECT_EQ(fixture_state(plugin),
-            "calls=" + std::to_string(4 * kRounds + 2 * kRounds + kRounds + 1) +
-                " overlaps=0 processes=0 files=0");
+            "calls=" + std::to_string(5 * kRounds + 2 * kRounds + kRounds + 1) +
+                " overlaps=0 processes=0 files=0 described=" + std::to_string(kRounds) +
+                " description_mismatches=0");
 }
 
 TEST(PluginHookSerializationTest, MissingOptionalHooksMeanNothingToDo) {
@@ -118,6 +131,72 @@ TEST(PluginHookSerializationTest, MissingOptionalHooksMeanNothingToDo) {
   EXPECT_EQ(PluginHost::debug_command(plugin, "fixture-state", "", nullptr, nullptr, error),
             OMNIPROF_ERR_UNSUPPORTED);
   EXPECT_NE(error.find("no debug_command hook"), std::string::npos) << error;
+}
+
+// What the fixture's state line says `key` is ("described=3": 3).
+std::string state_value(const std::string& state, const std::string& key) {
+  size_t at = state.find(" " + key + "=");
+  if (at == std::string::npos) return "(no " + key + " in: " + state + ")";
+  at += key.size() + 2;
+  return state.substr(at, state.find(' ', at) - at);
+}
+
+// A process mapping the files `file_ids` (0: a file the host could not
+// identify), as ProcessTracker offers it.
+omniprof_status offer(Plugin& plugin, int32_t pid, const std::vector<uint64_t>& file_ids) {
+  std::vector<omniprof_mapping> mappings;
+  std::vector<const char*> names;
+  for (uint64_t id : file_ids) {
+    uint64_t start = 0x10000 * (mappings.size() + 1);
+    mappings.push_back({start, start + 0x1000, 0, start, id, "/fixture/file"});
+    names.push_back("libfixture.so");
+  }
+  omniprof_process process{pid, "/proc/1/exe", "fixture", mappings.data(), mappings.size(), names.data()};
+  omniprof_process_attach attach{};
+  std::string error;
+  return PluginHost::detect_process(plugin, process, attach, error);
+}
+
+// Plugin ABI 2.3: the host asks a plugin to describe each file once per
+// file id, however many processes (and mappings of one process) map it,
+// hands every detect_process the description of each of its files, and
+// asks again only after unload_executable of that id.
+TEST(PluginFileDescriptionsTest, EachFileIsDescribedOncePerFileIdUntilItIsUnloaded) {
+  PluginHost host(nullptr, nullptr);
+  Plugin* loaded = fixture_instance(host, "shared_state_plugin.so");
+  ASSERT_NE(loaded, nullptr);
+  Plugin& plugin = *loaded;
+  ASSERT_NE(plugin.hooks.describe_file, nullptr);
+
+  EXPECT_EQ(offer(plugin, 100, {7, 7, 8, 0}), OMNIPROF_NOT_MINE);  // two mappings of 7; 0 never described
+  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "2");
+  EXPECT_EQ(offer(plugin, 101, {8, 7}), OMNIPROF_NOT_MINE);  // another process, the same files
+  EXPECT_EQ(offer(plugin, 100, {7, 8, 9}), OMNIPROF_NOT_MINE);  // a dlopen: only the new file
+  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "3");
+
+  PluginHost::unload_executable(plugin, 7);  // the last process mapping 7 went
+  EXPECT_EQ(offer(plugin, 102, {7, 8}), OMNIPROF_NOT_MINE);  // mapped again: described again
+  std::string state = fixture_state(plugin);
+  EXPECT_EQ(state_value(state, "described"), "4");
+  EXPECT_EQ(state_value(state, "description_mismatches"), "0");
+}
+
+// A plugin built for 2.2 (its entry ends before describe_file) still loads
+// in this 2.3 host, is never asked to describe a file, and is offered
+// processes as before, with no descriptions.
+TEST(PluginFileDescriptionsTest, PluginOfThePreviousMinorLoadsAndIsNeverAskedToDescribe) {
+  PluginHost host(nullptr, nullptr);
+  Plugin* loaded = fixture_instance(host, "abi_2_2_plugin.so");
+  ASSERT_NE(loaded, nullptr);
+  Plugin& plugin = *loaded;
+  EXPECT_EQ(plugin.abi_versions, "plugin ABI 2.2, BPF ABI " + std::to_string(OMNIPROF_BPF_ABI_VERSION));
+  EXPECT_EQ(plugin.hooks.describe_file, nullptr);
+  EXPECT_EQ(offer(plugin, 100, {7, 8}), OMNIPROF_NOT_MINE);
+  EXPECT_EQ(offer(plugin, 101, {7}), OMNIPROF_NOT_MINE);
+  std::string state = fixture_state(plugin);
+  EXPECT_EQ(state_value(state, "processes"), "2");
+  EXPECT_EQ(state_value(state, "described"), "0");
+  EXPECT_EQ(state_value(state, "description_mismatches"), "0");
 }
 
 }  // namespace

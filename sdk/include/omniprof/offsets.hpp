@@ -29,6 +29,12 @@
 // it cannot read). Lookups of a version with no entry return nullptr rather
 // than throwing, since that is the expected OMNIPROF_ERR_UNSUPPORTED case.
 //
+// A plugin binds a file's keys to the fields of its own per-version structs
+// (the BPF map's and its reader's, side by side: VersionOffsets) with an
+// OffsetSchema, and reads the file as a BoundOffsetTable of those structs:
+// every key required in every entry, no other accepted, each value checked
+// against the width of its field (see OffsetField and the end of this file).
+//
 // A plugin using this header links yaml-cpp (target `yaml-cpp`).
 #ifndef OMNIPROF_OFFSETS_HPP
 #define OMNIPROF_OFFSETS_HPP
@@ -36,6 +42,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -154,6 +161,11 @@ class Offsets {
   // Every field of this entry, for logging what a plugin was configured with.
   const std::map<std::string, int64_t>& fields() const { return fields_; }
 
+  int major() const { return major_; }
+  int minor() const { return minor_; }
+  // Unset for a MAJOR.MINOR entry, which covers every patch release.
+  std::optional<int> patch() const { return patch_; }
+
  private:
   friend class OffsetTable;
 
@@ -203,6 +215,9 @@ class OffsetTable {
 
   // The file's `runtime`, e.g. "python".
   const std::string& runtime() const { return runtime_; }
+
+  // The entries in file order.
+  const std::vector<Offsets>& entries() const { return entries_; }
 
   // The versions as written in the file, in file order (for messages such as
   // "no offsets for python 3.14.0; known: 3.11, 3.12").
@@ -388,6 +403,210 @@ class OffsetTable {
 
   std::string runtime_;
   std::vector<Offsets> entries_;
+};
+
+// One key of a plugin's offsets file bound to a field of the struct the
+// plugin keeps per version (its BPF map's struct and its reader's offsets
+// side by side), by the field's position and width:
+//   1 byte:  an unsigned value 0 to 255 (a model, an enum)
+//   2 bytes: an offset 0 to none-1, or -1 (absent) stored as `none`
+//            (the BPF side's OFFSET_NONE, 0xffff)
+//   4 bytes: an unsigned value 0 to 2^32-1
+//   8 bytes: an int64_t, -1 for absent
+struct OffsetField {
+  std::string_view key;
+  std::size_t offset;  // from the start of the bound struct
+  std::size_t size;
+};
+
+// The field `member` of the struct member `part` of `Struct`, under the key
+// "member": OMNIPROF_OFFSET_FIELD(PythonVersionOffsets, bpf, frame_back).
+#define OMNIPROF_OFFSET_FIELD(Struct, part, member)                                                          \
+  ::omniprof::sdk::OffsetField {                                                                             \
+    #member, offsetof(Struct, part) + offsetof(decltype(Struct::part), member),                              \
+        sizeof(std::declval<Struct&>().part.member)                                                          \
+  }
+
+// What a plugin keeps per version entry: its BPF map's struct and its
+// reader's offsets side by side, and which version the entry is for.
+template <typename Bpf, typename Reader>
+struct VersionOffsets {
+  int major = 0;
+  int minor = 0;
+  int patch = -1;  // -1: a MAJOR.MINOR entry, for every patch release without its own
+  Bpf bpf{};
+  Reader reader;
+};
+
+template <typename Entry>
+class OffsetSchema;
+
+// A plugin's offsets file as its own per-version structs, read through
+// `Schema`, the plugin's OffsetSchema:
+//   extern const OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
+//   using PythonOffsetsTable = BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
+template <typename EntryType, const OffsetSchema<EntryType>& Schema>
+class BoundOffsetTable {
+ public:
+  using Entry = EntryType;
+
+  // Errors: OffsetError naming the file, the version and the key.
+  static BoundOffsetTable load_file(const std::string& path) {
+    return BoundOffsetTable(Schema.bind(OffsetTable::load_file(path), path));
+  }
+  static BoundOffsetTable parse(const std::string& yaml_text, const std::string& source_name) {
+    return BoundOffsetTable(Schema.bind(OffsetTable::parse(yaml_text, source_name), source_name));
+  }
+
+  // The MAJOR.MINOR entry; nullptr if there is none.
+  const Entry* find(int major, int minor) const { return find(major, minor, -1); }
+  // The MAJOR.MINOR.PATCH entry if there is one, else the MAJOR.MINOR one;
+  // nullptr if neither.
+  const Entry* find(int major, int minor, int patch) const {
+    const Entry* minor_entry = nullptr;
+    for (const Entry& entry : versions_) {
+      if (entry.major != major || entry.minor != minor) continue;
+      if (entry.patch == patch) return &entry;
+      if (entry.patch < 0) minor_entry = &entry;
+    }
+    return minor_entry;
+  }
+  const std::vector<Entry>& versions() const { return versions_; }
+
+ private:
+  explicit BoundOffsetTable(std::vector<Entry> versions) : versions_(std::move(versions)) {}
+  std::vector<Entry> versions_;
+};
+
+// The keys of one runtime's offsets file, each bound to a field of `Entry`
+// (a VersionOffsets), every one required in every version entry and no
+// other accepted; and what the binding cannot see, in `check`. A plugin
+// defines one, at namespace scope:
+//   const OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema("python", kFields, PYTHON_OFFSET_NONE, check);
+template <typename Entry>
+class OffsetSchema {
+ public:
+  // Fields that go together, which entries the plugin takes: throws
+  // OffsetError naming `where` ("python.yaml: python 3.11").
+  using Check = void (*)(Entry& entry, const std::string& where);
+
+  template <std::size_t N>
+  constexpr OffsetSchema(const char* runtime, const OffsetField (&fields)[N], uint16_t none, Check check)
+      : runtime_(runtime), fields_(fields), count_(N), none_(none), check_(check) {}
+
+  // The file's `runtime`, and the file's name in a plugin's data_dir
+  // (<runtime>.yaml).
+  const char* runtime() const { return runtime_; }
+
+  // Each entry of `table` as an Entry; `source_name` prefixes errors.
+  std::vector<Entry> bind(const OffsetTable& table, const std::string& source_name) const {
+    if (table.runtime() != runtime_) {
+      throw OffsetError(source_name + ": runtime is \"" + table.runtime() + "\", expected \"" + runtime_ + "\"");
+    }
+    std::vector<Entry> entries;
+    for (const Offsets& source : table.entries()) {
+      std::string where = source_name + ": " + runtime_ + " " + source.version();
+      Entry entry;
+      entry.major = source.major();
+      entry.minor = source.minor();
+      entry.patch = source.patch() ? *source.patch() : -1;
+      read(source, entry, where);
+      check_(entry, where);
+      entries.push_back(entry);
+    }
+    return entries;
+  }
+
+  // The keys in binding order.
+  std::vector<std::string_view> keys() const {
+    std::vector<std::string_view> keys;
+    for (std::size_t i = 0; i < count_; ++i) keys.push_back(fields_[i].key);
+    return keys;
+  }
+
+  // The value of `key` as the file writes it (-1 for absent); throws
+  // std::out_of_range for a key not bound.
+  int64_t value(const Entry& entry, std::string_view key) const {
+    const OffsetField* field = find(key);
+    if (!field) throw std::out_of_range("no " + std::string(runtime_) + " offset named " + std::string(key));
+    const unsigned char* at = reinterpret_cast<const unsigned char*>(&entry) + field->offset;
+    switch (field->size) {
+      case 1:
+        return load<uint8_t>(at);
+      case 2: {
+        uint16_t value = load<uint16_t>(at);
+        return value == none_ ? -1 : value;
+      }
+      case 4:
+        return load<uint32_t>(at);
+      default:
+        return load<int64_t>(at);
+    }
+  }
+
+  // Sets `key`; false for a key not bound or a value the field cannot hold.
+  bool set(Entry& entry, std::string_view key, int64_t value) const {
+    const OffsetField* field = find(key);
+    if (!field) return false;
+    unsigned char* at = reinterpret_cast<unsigned char*>(&entry) + field->offset;
+    switch (field->size) {
+      case 1:
+        if (value < 0 || value > 0xff) return false;
+        return store(at, static_cast<uint8_t>(value));
+      case 2:
+        // `none` itself is not an offset: it means absent.
+        if (value < -1 || value >= none_) return false;
+        return store(at, static_cast<uint16_t>(value < 0 ? none_ : value));
+      case 4:
+        if (value < 0 || value > 0xffffffffLL) return false;
+        return store(at, static_cast<uint32_t>(value));
+      default:
+        if (value < -1) return false;
+        return store(at, value);
+    }
+  }
+
+ private:
+  const OffsetField* find(std::string_view key) const {
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (fields_[i].key == key) return &fields_[i];
+    }
+    return nullptr;
+  }
+
+  // Every bound field of `entry` from `source`, which must list each of
+  // them and no other key.
+  void read(const Offsets& source, Entry& entry, const std::string& where) const {
+    for (const auto& field : source.fields()) {
+      if (!find(field.first)) throw OffsetError(where + ": unknown key \"" + field.first + "\"");
+    }
+    for (std::size_t i = 0; i < count_; ++i) {
+      std::string key(fields_[i].key);
+      std::optional<int64_t> value = source.find(key);
+      if (!value) throw OffsetError(where + ": missing required key \"" + key + "\"");
+      if (!set(entry, key, *value)) {
+        throw OffsetError(where + ": " + key + ": " + std::to_string(*value) + " does not fit the field");
+      }
+    }
+  }
+
+  template <typename T>
+  static T load(const unsigned char* at) {
+    T value;
+    std::memcpy(&value, at, sizeof(value));
+    return value;
+  }
+  template <typename T>
+  static bool store(unsigned char* at, T value) {
+    std::memcpy(at, &value, sizeof(value));
+    return true;
+  }
+
+  const char* runtime_;
+  const OffsetField* fields_;
+  std::size_t count_;
+  uint16_t none_;
+  Check check_;
 };
 
 }  // namespace omniprof::sdk

@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 2.2.
+/* omniprof plugin boundary, version 2.3.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -30,6 +30,13 @@
  * function around an address that no symbol names (function_bounds, from the
  * file's unwind information). Fields appended; a 2.1 plugin loads unchanged
  * (nothing folded for it, its frames typed by its runtime name).
+ * 2.3 (from 2.2): per file, then per process. A plugin may describe each
+ * file a process maps (describe_file), once per file id: the host keeps the
+ * description and hands it to every detect_process of a process mapping that
+ * file (omniprof_process.file_descriptions), so that what a file says (where
+ * its interpreter loop is) is read once, and a dlopen needs no new reading
+ * of the files already described. Hook and field appended; a 2.2 plugin
+ * loads unchanged (never asked to describe a file).
  *
  * File name and runtime: a plugin file is named `<runtime>.so`, its
  * `runtime` field followed by ".so" (native.so, python.so, a third party's
@@ -58,9 +65,12 @@
  * destroy included): two calls into the same instance never overlap, and
  * each call sees everything the previous one wrote. State only the hooks
  * touch needs no lock of the plugin's own. Calls into different instances
- * may run at the same time. A hook that blocks (load_executable building a
- * table) holds up other calls into its instance and other executables'
- * loads, not the host's process tracking. The host API functions
+ * may run at the same time. A hook that blocks holds up its caller: the host
+ * tracks processes on one event thread, which also calls detect_process,
+ * describe_file and (for a file first mapped) load_executable inline, so a
+ * long table build or file read delays the host's view of the processes
+ * that appear meanwhile (their samples are still walked, without what the
+ * delayed hooks would have stored). Keep hooks short. The host API functions
  * are safe to call from any thread at any time between `create` and the
  * return of `destroy`, including from inside a hook; the strings a hook
  * returns (omniprof_symbol) are copied before the lock is released.
@@ -79,7 +89,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 2
-#define OMNIPROF_PLUGIN_ABI_MINOR 2
+#define OMNIPROF_PLUGIN_ABI_MINOR 3
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -178,7 +188,10 @@ struct omniprof_host_api {
 
 /* A program of the plugin's BPF object and the tail-call slot it fills.
  * slot is an enum omniprof_slot; a THIRD_PARTY plugin passes
- * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot.
+ * OMNIPROF_SLOT_THIRD_PARTY_FIRST and the host assigns a free slot, which
+ * its BPF object learns from `const volatile __u32 omniprof_self_slot` (the
+ * contract of a plugin's BPF object: bpf/include/omniprof/bpf/unwinder.bpf.h;
+ * frame kinds, marks, counters: abi.h).
  * A plugin fills one slot, and may offer more than one program for it: the
  * host loads the first one, in list order, whose `needs` the running kernel
  * meets (probed by the host), and does not load the others. List the
@@ -213,11 +226,20 @@ struct omniprof_process {
    * recognises a runtime by ("libpython3.12.so.1.0"), where `path` is only a
    * way to read the file. */
   const char *const *mapping_names;
+  /* 2.3. What this plugin's describe_file said about each mapping's file,
+   * parallel to `mappings`: the description it returned for that file id,
+   * NULL where it returned none, where the mapping has file_id 0 (a file the
+   * host could not identify is never described), or when the plugin has no
+   * describe_file. NULL itself for a plugin without describe_file. */
+  const void *const *file_descriptions;
 };
 
 /* What detect_process fills when a process is the plugin's. */
 struct omniprof_process_attach {
-  uint64_t interpreter_data[6]; /* copied to process_info.interpreter_data */
+  /* Copied to omniprof_process_info.interpreter_data, which the plugin's BPF
+   * program reads (bpf/include/omniprof/bpf/abi.h; plugin.hpp asserts that
+   * the two sizes agree). */
+  uint64_t interpreter_data[6];
   char runtime_version[32];     /* e.g. "3.12.1", shown in labels and logs */
   /* The interpreter's evaluation loop code, as process addresses [start, end)
    * (pyperf: _PyEval_EvalFrameDefault of the libpython this process maps).
@@ -226,7 +248,8 @@ struct omniprof_process_attach {
    * omniprof_unwind_state in bpf/include/omniprof/bpf/abi.h). detect_process
    * runs again whenever the host re-reads the mappings (dlopen, exec), so the
    * ranges follow a libpython loaded late. At most
-   * OMNIPROF_MAX_INTERPRETER_RANGES (4). */
+   * OMNIPROF_MAX_INTERPRETER_RANGES of abi.h (4: plugin.hpp asserts that the
+   * array has that many); the host takes no more than that. */
   struct {
     uint64_t start;
     uint64_t end;
@@ -255,8 +278,10 @@ struct omniprof_symbol {
   int64_t line;
 };
 
-/* A frame as the BPF program stored it (same layout as struct
- * omniprof_frame in bpf/include/omniprof/bpf/abi.h). */
+/* A frame as the BPF program stored it: the first three fields of struct
+ * omniprof_frame (bpf/include/omniprof/bpf/abi.h), copied by the host, at
+ * the same offsets (plugin.hpp asserts it). Not its `flags` and `after`:
+ * the host has put a spliced frame in its place before a plugin names it. */
 struct omniprof_frame_data {
   uint64_t address;
   uint32_t detail;
@@ -378,6 +403,27 @@ struct omniprof_plugin {
    * cache per file_id until unload_executable. */
   omniprof_status (*function_bounds)(void *instance, uint64_t file_id, const char *path, uint64_t address,
                                      uint64_t *start, uint64_t *end, char *error);
+
+  /* Fields of 2.3 (absent, read as NULL, for a plugin of an older minor). */
+
+  /* Optional. What the file `file_id` (as in load_executable; never 0) is to
+   * this plugin, for its detect_process: the host calls it the first time
+   * it offers the plugin a process mapping that file, before that
+   * detect_process, keeps *description by file id, and hands it to every
+   * detect_process of a process mapping the file
+   * (omniprof_process.file_descriptions), without calling describe_file
+   * again, until it calls unload_executable for that file id (the last
+   * process mapping it went, or the host evicted the file's table to make
+   * room); a process mapping it after that has it described again. `path`
+   * reaches the file as in omniprof_mapping.path; `name` is the name the
+   * first process it was described for gives it (as mapping_names), which
+   * may differ in another process mapping the same contents. OMNIPROF_OK
+   * with *description set to what the plugin keeps about the file (NULL:
+   * nothing of this plugin's); the plugin owns it and keeps it valid until
+   * unload_executable for that file id returns. An error (with `error`
+   * set) is logged by the host and the file taken as described with NULL. */
+  omniprof_status (*describe_file)(void *instance, uint64_t file_id, const char *path, const char *name,
+                                   const void **description, char *error);
 };
 
 typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);

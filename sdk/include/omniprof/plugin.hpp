@@ -3,6 +3,7 @@
 // C structs, so a plugin built with another compiler still loads.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -12,6 +13,23 @@
 
 #include "omniprof/bpf/abi.h"
 #include "omniprof/plugin.h"
+
+// The promises plugin.h makes about sizes it spells as literals (a C header
+// of the boundary, it does not include the BPF ABI): held here, where every
+// C++ plugin and the host see both.
+static_assert(sizeof(omniprof_process_attach::interpreter_data) == sizeof(omniprof_process_info::interpreter_data),
+              "omniprof_process_attach.interpreter_data is copied whole to omniprof_process_info.interpreter_data");
+static_assert(sizeof(omniprof_process_attach::interpreter_ranges) /
+                      sizeof(omniprof_process_attach::interpreter_ranges[0]) ==
+                  OMNIPROF_MAX_INTERPRETER_RANGES,
+              "omniprof_process_attach.interpreter_ranges holds OMNIPROF_MAX_INTERPRETER_RANGES");
+static_assert(offsetof(omniprof_frame_data, address) == offsetof(omniprof_frame, address) &&
+                  offsetof(omniprof_frame_data, detail) == offsetof(omniprof_frame, detail) &&
+                  offsetof(omniprof_frame_data, kind) == offsetof(omniprof_frame, kind) &&
+                  sizeof(omniprof_frame_data::address) == sizeof(omniprof_frame::address) &&
+                  sizeof(omniprof_frame_data::detail) == sizeof(omniprof_frame::detail) &&
+                  sizeof(omniprof_frame_data::kind) == sizeof(omniprof_frame::kind),
+              "omniprof_frame_data is the first three fields of omniprof_frame (plugin.h)");
 
 namespace omniprof::sdk {
 
@@ -49,6 +67,16 @@ omniprof_status guarded(char* error, Body&& body) noexcept {
     set_error(error, "unknown exception");
   }
   return OMNIPROF_ERR_INTERNAL;
+}
+
+// Runs `body` of a hook that returns nothing; an exception is dropped
+// there: none may cross the C boundary.
+template <typename Body>
+void swallowed(Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+  }
 }
 
 // Names `file_id` as one of the files whose native code is the interpreter's
@@ -100,26 +128,27 @@ omniprof_plugin make_plugin_entry(const char* name, const char* version, const c
 }
 
 namespace detail {
-template <typename T, typename = void>
-struct has_detect : std::false_type {};
-template <typename T>
-struct has_detect<T, std::void_t<decltype(std::declval<T&>().detect(std::declval<const omniprof_process&>(),
-                                                                     std::declval<omniprof_process_attach&>(),
-                                                                     std::declval<char*>()))>> : std::true_type {};
-template <typename T, typename = void>
-struct has_gone : std::false_type {};
-template <typename T>
-struct has_gone<T, std::void_t<decltype(std::declval<T&>().gone(int32_t{}))>> : std::true_type {};
-template <typename T, typename = void>
-struct has_symbolize : std::false_type {};
-template <typename T>
-struct has_symbolize<T, std::void_t<decltype(std::declval<T&>().symbolize(
-                            int32_t{}, std::declval<const omniprof_frame_data&>(), std::declval<omniprof_symbol&>(),
-                            std::declval<char*>()))>> : std::true_type {};
-template <typename T, typename = void>
-struct has_tick : std::false_type {};
-template <typename T>
-struct has_tick<T, std::void_t<decltype(std::declval<T&>().tick())>> : std::true_type {};
+// Whether `Plugin` has a member of that name at all (a single function: an
+// overloaded name is not looked at). set_instance_hooks then requires that
+// it can be called as the hook's forwarder calls it: a member named like a
+// hook with another signature is a compile error, not a hook left out.
+#define OMNIPROF_SDK_NAMES_MEMBER(member)                                            \
+  template <typename T, typename = void>                                             \
+  struct names_##member : std::false_type {};                                        \
+  template <typename T>                                                              \
+  struct names_##member<T, std::void_t<decltype(&T::member)>> : std::true_type {};
+OMNIPROF_SDK_NAMES_MEMBER(detect)
+OMNIPROF_SDK_NAMES_MEMBER(gone)
+OMNIPROF_SDK_NAMES_MEMBER(symbolize)
+OMNIPROF_SDK_NAMES_MEMBER(tick)
+OMNIPROF_SDK_NAMES_MEMBER(describe)
+OMNIPROF_SDK_NAMES_MEMBER(unload)
+#undef OMNIPROF_SDK_NAMES_MEMBER
+
+// Member `Member` of Plugin, called with Args, gives something a Result
+// takes (any result, for a void Result).
+template <typename Plugin, typename Member, typename Result, typename... Args>
+constexpr bool fits_hook = std::is_invocable_r_v<Result, Member, Plugin&, Args...>;
 }  // namespace detail
 
 // The hooks of a plugin whose instance is a C++ object of class `Plugin`
@@ -131,35 +160,63 @@ struct has_tick<T, std::void_t<decltype(std::declval<T&>().tick())>> : std::true
 //   void gone(int32_t pid)                                    -> process_gone
 //   omniprof_status symbolize(int32_t pid, const omniprof_frame_data&, omniprof_symbol&, char* error)
 //   void tick()
+//   const void* describe(uint64_t file_id, const std::string& path, const std::string& name)
+//                                                             -> describe_file (2.3); a pointer to
+//                                                                any object type will do
+//   void unload(uint64_t file_id)                             -> unload_executable
+// A member with one of these names that cannot be called that way (a
+// mistyped parameter, another return type) does not compile: it is never
+// left out as "no hook". An overloaded member name is not recognised.
 template <typename Plugin>
 void set_instance_hooks(omniprof_plugin& entry) {
   entry.destroy = [](void* instance) { delete static_cast<Plugin*>(instance); };
-  if constexpr (detail::has_detect<Plugin>::value) {
+  if constexpr (detail::names_detect<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::detect), omniprof_status, const omniprof_process&,
+                                    omniprof_process_attach&, char*>,
+                  "Plugin::detect is named like the detect_process hook but does not have its signature");
     entry.detect_process = [](void* instance, const omniprof_process* process, omniprof_process_attach* attach,
                               char* error) {
       return guarded(error, [&] { return static_cast<Plugin*>(instance)->detect(*process, *attach, error); });
     };
   }
-  if constexpr (detail::has_gone<Plugin>::value) {
+  if constexpr (detail::names_gone<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::gone), void, int32_t>,
+                  "Plugin::gone is named like the process_gone hook but does not have its signature");
     entry.process_gone = [](void* instance, int32_t pid) {
-      try {
-        static_cast<Plugin*>(instance)->gone(pid);
-      } catch (...) {
-      }
+      swallowed([&] { static_cast<Plugin*>(instance)->gone(pid); });
     };
   }
-  if constexpr (detail::has_symbolize<Plugin>::value) {
+  if constexpr (detail::names_symbolize<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::symbolize), omniprof_status, int32_t,
+                                    const omniprof_frame_data&, omniprof_symbol&, char*>,
+                  "Plugin::symbolize is named like the symbolize_frame hook but does not have its signature");
     entry.symbolize_frame = [](void* instance, int32_t pid, const omniprof_frame_data* frame, omniprof_symbol* symbol,
                                char* error) {
       return guarded(error, [&] { return static_cast<Plugin*>(instance)->symbolize(pid, *frame, *symbol, error); });
     };
   }
-  if constexpr (detail::has_tick<Plugin>::value) {
-    entry.tick = [](void* instance) {
-      try {
-        static_cast<Plugin*>(instance)->tick();
-      } catch (...) {
-      }
+  if constexpr (detail::names_tick<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::tick), void>,
+                  "Plugin::tick is named like the tick hook but does not have its signature");
+    entry.tick = [](void* instance) { swallowed([&] { static_cast<Plugin*>(instance)->tick(); }); };
+  }
+  if constexpr (detail::names_describe<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::describe), const void*, uint64_t, const std::string&,
+                                    const std::string&>,
+                  "Plugin::describe is named like the describe_file hook but does not have its signature");
+    entry.describe_file = [](void* instance, uint64_t file_id, const char* path, const char* name,
+                             const void** description, char* error) {
+      return guarded(error, [&] {
+        *description = static_cast<Plugin*>(instance)->describe(file_id, path ? path : "", name ? name : "");
+        return OMNIPROF_OK;
+      });
+    };
+  }
+  if constexpr (detail::names_unload<Plugin>::value) {
+    static_assert(detail::fits_hook<Plugin, decltype(&Plugin::unload), void, uint64_t>,
+                  "Plugin::unload is named like the unload_executable hook but does not have its signature");
+    entry.unload_executable = [](void* instance, uint64_t file_id) {
+      swallowed([&] { static_cast<Plugin*>(instance)->unload(file_id); });
     };
   }
 }

@@ -76,15 +76,15 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   // Start from nothing known, so every field the debug offsets cover is set
   // by apply_py_debug_offsets and compared.
   std::size_t covered = 0;
-  for (std::string_view key : python_offset_keys()) {
+  for (std::string_view key : kPythonOffsetSchema.keys()) {
     if (key == "version_hex" || key == "frame_model" || key == "gil_model") continue;
-    ASSERT_TRUE(set_python_offset(from_process, key, -1));
+    ASSERT_TRUE(kPythonOffsetSchema.set(from_process, key, -1));
   }
   ASSERT_TRUE(apply_py_debug_offsets(*debug, from_process));
-  for (std::string_view key : python_offset_keys()) {
-    int64_t live = python_offset_value(from_process, key);
-    if (live == -1 && python_offset_value(*yaml, key) != -1) continue;  // not in _Py_DebugOffsets
-    EXPECT_EQ(live, python_offset_value(*yaml, key))
+  for (std::string_view key : kPythonOffsetSchema.keys()) {
+    int64_t live = kPythonOffsetSchema.value(from_process, key);
+    if (live == -1 && kPythonOffsetSchema.value(*yaml, key) != -1) continue;  // not in _Py_DebugOffsets
+    EXPECT_EQ(live, kPythonOffsetSchema.value(*yaml, key))
         << "3.13 key " << key << ": the process says " << live;
     if (live != -1) ++covered;
   }

@@ -20,7 +20,7 @@ std::string shipped_yaml() {
 std::string one_entry(const std::string& version, const std::string& drop_key = "",
                       const std::string& extra_line = "") {
   std::string text = "runtime: python\nversions:\n  - version: \"" + version + "\"\n    offsets:\n";
-  for (std::string_view key : python_offset_keys()) {
+  for (std::string_view key : kPythonOffsetSchema.keys()) {
     if (key == drop_key) continue;
     std::string value = key == "version_hex"                           ? "0x030b0000"
                         : (key == "frame_model" || key == "gil_model") ? "2"
@@ -82,16 +82,16 @@ TEST(PythonOffsetsTable, RejectsUnknownKeysBadValuesAndPatchEntries) {
 
 TEST(PythonOffsetsTable, SetAndGetRoundTrip) {
   PythonVersionOffsets offsets;
-  EXPECT_TRUE(set_python_offset(offsets, "frame_lasti", -1));
+  EXPECT_TRUE(kPythonOffsetSchema.set(offsets, "frame_lasti", -1));
   EXPECT_EQ(offsets.bpf.frame_lasti, PYTHON_OFFSET_NONE);
-  EXPECT_EQ(python_offset_value(offsets, "frame_lasti"), -1);
-  EXPECT_TRUE(set_python_offset(offsets, "frame_lasti", 56));
+  EXPECT_EQ(kPythonOffsetSchema.value(offsets, "frame_lasti"), -1);
+  EXPECT_TRUE(kPythonOffsetSchema.set(offsets, "frame_lasti", 56));
   EXPECT_EQ(offsets.bpf.frame_lasti, 56);
-  EXPECT_FALSE(set_python_offset(offsets, "frame_lasti", 0x10000));
-  EXPECT_FALSE(set_python_offset(offsets, "no_such_key", 1));
-  EXPECT_TRUE(set_python_offset(offsets, "co_name", 120));
+  EXPECT_FALSE(kPythonOffsetSchema.set(offsets, "frame_lasti", 0x10000));
+  EXPECT_FALSE(kPythonOffsetSchema.set(offsets, "no_such_key", 1));
+  EXPECT_TRUE(kPythonOffsetSchema.set(offsets, "co_name", 120));
   EXPECT_EQ(offsets.reader.co_name, 120);
-  EXPECT_THROW(python_offset_value(offsets, "no_such_key"), std::out_of_range);
+  EXPECT_THROW(kPythonOffsetSchema.value(offsets, "no_such_key"), std::out_of_range);
 }
 
 }  // namespace

@@ -72,15 +72,15 @@ TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
                                   << " is missing from the YAML";
   }
   // Every key the loader requires, so the check cannot pass on a short file.
-  EXPECT_EQ(checked, python_offset_keys().size()) << version.minor;
+  EXPECT_EQ(checked, kPythonOffsetSchema.keys().size()) << version.minor;
   EXPECT_GT(checked, 0u);
 
   // The loaded structs hold the same numbers as the file.
   PythonOffsetsTable table = PythonOffsetsTable::load_file(OMNIPROF_PYTHON_YAML);
   const PythonVersionOffsets* offsets = table.find(version.major(), version.minor_number());
   ASSERT_NE(offsets, nullptr);
-  for (std::string_view key : python_offset_keys()) {
-    EXPECT_EQ(python_offset_value(*offsets, key), real[std::string(key)])
+  for (std::string_view key : kPythonOffsetSchema.keys()) {
+    EXPECT_EQ(kPythonOffsetSchema.value(*offsets, key), real[std::string(key)])
         << version.minor << " " << key;
   }
 }

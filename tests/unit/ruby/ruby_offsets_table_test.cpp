@@ -25,7 +25,7 @@ std::string one_entry(const std::string& version, const std::string& drop_key = 
   const std::map<std::string_view, int> values = {{"ec_model", 1},         {"shape_size", 32},     {"shape_edge_name", 8},
                                                   {"shape_next_iv_index", 16}, {"shape_type", 24}, {"shape_parent_id", 28},
                                                   {"shape_type_ivar", 1},  {"shape_id_shift", 32}};
-  for (std::string_view key : ruby_offset_keys()) {
+  for (std::string_view key : kRubyOffsetSchema.keys()) {
     if (key == drop_key) continue;
     auto value = values.find(key);
     text += "      " + std::string(key) + ": " + std::to_string(value == values.end() ? 8 : value->second) + "\n";
@@ -125,10 +125,10 @@ TEST(RubyOffsetsTable, ShapeKeysComeTogetherAndFitTheShape) {
 TEST(RubyOffsetsTable, ValuesRoundTripThroughKeys) {
   RubyOffsetsTable table = RubyOffsetsTable::parse(shipped_yaml(), "ruby.yaml");
   const RubyVersionOffsets& v31 = *table.find(3, 1);
-  EXPECT_EQ(ruby_offset_value(v31, "ractor_running_ec"), -1);
-  EXPECT_EQ(ruby_offset_value(v31, "control_frame_size"), 64);
-  EXPECT_EQ(ruby_offset_value(v31, "st_entry_size"), 24);
-  EXPECT_THROW((void)ruby_offset_value(v31, "nope"), std::out_of_range);
+  EXPECT_EQ(kRubyOffsetSchema.value(v31, "ractor_running_ec"), -1);
+  EXPECT_EQ(kRubyOffsetSchema.value(v31, "control_frame_size"), 64);
+  EXPECT_EQ(kRubyOffsetSchema.value(v31, "st_entry_size"), 24);
+  EXPECT_THROW((void)kRubyOffsetSchema.value(v31, "nope"), std::out_of_range);
 }
 
 }  // namespace

@@ -1,7 +1,34 @@
 /* What every unwinder program (in-tree or third-party) uses to hand the walk
  * on: push frames, tail-call the next slot under the tail-call guard, hand
  * the marked native frames to the process's interpreter unwinder, and end
- * the walk with a reason. */
+ * the walk with a reason.
+ *
+ * The contract for a plugin's BPF object (the host checks the first two at
+ * load):
+ * - Each program the entry lists (omniprof_plugin.programs) is a
+ *   SEC("perf_event") program the host puts in the tail-call slot the entry
+ *   names; the native walk tail-calls it, for a process this plugin claimed
+ *   (detect_process), once the native frames are walked and marked.
+ * - A third-party plugin asks for OMNIPROF_SLOT_THIRD_PARTY_FIRST and is
+ *   given a free slot from 4 to 7. It learns which by declaring
+ *     const volatile __u32 omniprof_self_slot = 0;
+ *   which the host sets in .rodata before load (an object without it is
+ *   loaded as is). The slot is also the kind of the frames it pushes
+ *   (enum omniprof_frame_kind in abi.h: the host asks the plugin whose slot
+ *   equals a frame's kind to name it) and the base of its counters
+ *   (OMNIPROF_STATS_BASE(omniprof_self_slot) + its own index).
+ * - Shared maps (process_info, percpu_stats, programs...) are declared by
+ *   including this header (shared_maps.bpf.h); the host replaces them with
+ *   its own before load. Any other map is the plugin's own (private_map_fd).
+ * - The program ends every walk: omniprof_stop_walk, or omniprof_tail_call
+ *   to a slot that will; state->tail_calls counts against
+ *   OMNIPROF_MAX_TAIL_CALLS, the one for STOP always kept.
+ * - An interpreter's frames go after the native ones, each naming the mark
+ *   (the marked native frame: its pc in the process's interpreter_ranges)
+ *   it belongs to: omniprof_interpreter_frame (after the mark) or
+ *   omniprof_replace_marked_frame (in its place). Marks and splicing:
+ *   omniprof_unwind_state in abi.h. OMNIPROF_INTERPRETER_PROGRAMS below
+ *   writes both programs of such an unwinder from its step functions. */
 #ifndef OMNIPROF_UNWINDER_BPF_H
 #define OMNIPROF_UNWINDER_BPF_H
 
