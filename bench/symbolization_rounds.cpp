@@ -40,6 +40,7 @@
 #include "executables/open_executables.h"
 #include "process/proc_maps.h"
 #include "process/process_tracker.h"
+#include "omniprof/bpf/code_address.h"
 #include "omniprof/support/elf_file.h"
 #include "symbolize/elf_symbolizer.h"
 
@@ -140,7 +141,7 @@ uint64_t name_by_path(ElfSymbolizer& symbolizer, const KnownProcesses& known, co
     const auto& frames = round.stacks.at(key.user_stack_id).frames;
     for (size_t i = 0; i < frames.size(); ++i) {
       if (!seen.emplace(key.pid, frames[i].address, i == 0).second) continue;
-      const uint64_t pc = i == 0 ? frames[i].address : frames[i].address - 1;
+      const uint64_t pc = omniprof_code_address(frames[i].address, i != 0);
       const ProcMapping* mapping = process ? process->mapping_for(pc) : nullptr;
       const std::string path = mapping ? process->host_path(*mapping) : "";
       auto vaddr = symbolizer.runtime_to_elf_vaddr(path, pc, mapping ? mapping->start : 0,

@@ -11,6 +11,7 @@
 #include "symbolize/elf_symbolizer.h"
 #include "symbolize/kernel_symbols.h"
 #include "profile/frame_type.h"
+#include "omniprof/bpf/code_address.h"
 
 namespace omniprof {
 
@@ -62,10 +63,7 @@ ProfileAssembler::FrameIndex ProfileAssembler::native_frame(const ProcessSnapsho
   auto key = std::make_tuple(pid, address, leaf);
   if (auto it = native_cache_.find(key); it != native_cache_.end()) return it->second;
   stats_.frames++;
-  // A return address points after the call; the call itself is one byte
-  // earlier, which keeps the frame inside its function when the call is the
-  // last instruction.
-  uint64_t pc = leaf ? address : address - 1;
+  const uint64_t pc = omniprof_code_address(address, !leaf);
 
   const ProcMapping* mapping = process ? process->mapping_for(pc) : nullptr;
   if (process && !mapping) requests_.stale_mappings.insert(pid);

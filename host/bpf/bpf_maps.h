@@ -1,5 +1,4 @@
-// BpfMaps: the owner of every shared BPF map and of the tail-call array (the
-// role Parca's bpfmaps.Maps plays in seed 000). It loads the host's entry
+// BpfMaps: the owner of every shared BPF map and of the tail-call array. It loads the host's entry
 // object, which creates the maps, and keeps their fds for its whole life: the
 // kernel empties a PROG_ARRAY when its last user-space fd closes, which would
 // silently unhook every unwinder.

@@ -7,8 +7,7 @@
 // busy loop. A file that can never be loaded (OMNIPROF_ERR_TOO_LARGE: its
 // table can never fit) is a permanent failure: logged once, counted, never
 // retried and never a reason to evict others, for as long as processes map
-// it (a changed file has another FileID, so it is a new entry). The role
-// ExecutableInfoManager plays in the OpenTelemetry profiler (seed 001).
+// it (a changed file has another FileID, so it is a new entry).
 // Thread-safe.
 #pragma once
 

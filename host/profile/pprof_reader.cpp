@@ -42,8 +42,9 @@ Result<std::string> read_whole_file(const std::string& path) {
 }
 
 // The consistency checks go tool pprof applies when it decodes a profile
-// (profile.go checkValid and the string lookups of encode.go), so a file this
-// reader accepts is one pprof accepts. The first problem found is reported.
+// (every sample's value count equals the sample types', ids are non-zero and
+// unique, every referenced location, function, mapping and string exists), so
+// a file this reader accepts is one pprof accepts. The first problem found is reported.
 class ProfileChecker {
  public:
   explicit ProfileChecker(const pb::Profile& profile) : profile_(profile) {}

@@ -25,12 +25,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Written by the plugin from its YAML (or the process's _Py_DebugOffsets). */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, PYTHON_MAX_VERSIONS);
-  __type(key, __u32);
-  __type(value, struct python_offsets);
-} python_offsets SEC(".maps");
+OMNIPROF_VERSION_OFFSETS_MAP(python_offsets, struct python_offsets, PYTHON_MAX_VERSIONS, offsets_of, PYPERF_DATA_VERSION)
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -61,15 +56,6 @@ enum walk_slot {
 
 enum step { STEP_CONTINUE = 0, STEP_DONE = 1 };
 
-static __always_inline int read_u64(__u64 address, __u64 *out) {
-  return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
-}
-
-static __always_inline const struct python_offsets *offsets_of(const struct omniprof_process_info *process) {
-  __u32 version = (__u32)process->interpreter_data[PYPERF_DATA_VERSION];
-  return bpf_map_lookup_elem(&python_offsets, &version);
-}
-
 /* The sampled thread's PyThreadState, or 0 (a thread Python does not know:
  * a C thread, one not yet or no longer registered). */
 static __always_inline __u64 find_thread_state(struct omniprof_unwind_state *state,
@@ -83,19 +69,19 @@ static __always_inline __u64 find_thread_state(struct omniprof_unwind_state *sta
     __u64 tstate = *cached;
     /* Still this thread's (a thread state is freed when its thread ends,
      * and the tid may be reused). */
-    if (read_u64(tstate + o->tstate_thread_id, &id) == 0 && id == thread_pointer) return tstate;
+    if (omniprof_read_user_u64(tstate + o->tstate_thread_id, &id) == 0 && id == thread_pointer) return tstate;
   }
   __u64 interp = 0, tstate = 0;
-  if (read_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0 || interp == 0) return 0;
-  if (read_u64(interp + o->interp_tstate_head, &tstate) != 0) return 0;
+  if (omniprof_read_user_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0 || interp == 0) return 0;
+  if (omniprof_read_user_u64(interp + o->interp_tstate_head, &tstate) != 0) return 0;
   for (int i = 0; i < PYPERF_MAX_THREADS; i++) {
     if (tstate == 0) break;
-    if (read_u64(tstate + o->tstate_thread_id, &id) != 0) break;
+    if (omniprof_read_user_u64(tstate + o->tstate_thread_id, &id) != 0) break;
     if (id == thread_pointer) {
       bpf_map_update_elem(&python_thread_states, &key, &tstate, BPF_ANY);
       return tstate;
     }
-    if (read_u64(tstate + o->tstate_next, &tstate) != 0) break;
+    if (omniprof_read_user_u64(tstate + o->tstate_next, &tstate) != 0) break;
   }
   return 0;
 }
@@ -107,19 +93,19 @@ static __always_inline bool holds_gil(const struct omniprof_process_info *proces
   int locked = 0;
   switch (o->gil_model) {
     case PYTHON_GIL_CURRENT_TSTATE:
-      if (read_u64(process->interpreter_data[PYPERF_DATA_GIL_A], &holder) != 0) return false;
+      if (omniprof_read_user_u64(process->interpreter_data[PYPERF_DATA_GIL_A], &holder) != 0) return false;
       return holder == tstate;
     case PYTHON_GIL_STATIC:
       if (bpf_probe_read_user(&locked, sizeof(locked), (const void *)process->interpreter_data[PYPERF_DATA_GIL_A]) != 0)
         return false;
-      if (read_u64(process->interpreter_data[PYPERF_DATA_GIL_B], &holder) != 0) return false;
+      if (omniprof_read_user_u64(process->interpreter_data[PYPERF_DATA_GIL_B], &holder) != 0) return false;
       return locked != 0 && holder == tstate;
     case PYTHON_GIL_PER_INTERPRETER: {
       __u64 interp = 0, gil = 0;
-      if (read_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0) return false;
-      if (read_u64(interp + o->interp_ceval_gil, &gil) != 0 || gil == 0) return false;
+      if (omniprof_read_user_u64(process->interpreter_data[PYPERF_DATA_INTERP_HEAD], &interp) != 0) return false;
+      if (omniprof_read_user_u64(interp + o->interp_ceval_gil, &gil) != 0 || gil == 0) return false;
       if (bpf_probe_read_user(&locked, sizeof(locked), (const void *)(gil + o->gil_locked)) != 0) return false;
-      if (read_u64(gil + o->gil_last_holder, &holder) != 0) return false;
+      if (omniprof_read_user_u64(gil + o->gil_last_holder, &holder) != 0) return false;
       return locked != 0 && holder == tstate;
     }
     default:
@@ -138,14 +124,14 @@ static __always_inline int start_walk(struct omniprof_unwind_state *state, const
     return STEP_DONE;
   }
   __u64 frame = 0;
-  if (read_u64(tstate + o->tstate_frame, &frame) != 0) {
+  if (omniprof_read_user_u64(tstate + o->tstate_frame, &frame) != 0) {
     omniprof_count(PYPERF_STAT_READ_FAILED);
     return STEP_DONE;
   }
   /* 3.11, 3.12: the thread state points at a _PyCFrame, which points at
    * the current frame. */
   if (o->cframe_current_frame != PYTHON_OFFSET_NONE && frame != 0) {
-    if (read_u64(frame + o->cframe_current_frame, &frame) != 0) {
+    if (omniprof_read_user_u64(frame + o->cframe_current_frame, &frame) != 0) {
       omniprof_count(PYPERF_STAT_READ_FAILED);
       return STEP_DONE;
     }
@@ -178,7 +164,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   if (frame == 0) return STEP_DONE;
   __u64 code = 0, back = 0;
   __u32 mark = (__u32)state->interpreter_walk[WALK_MARK];
-  if (read_u64(frame + o->frame_code, &code) != 0 || read_u64(frame + o->frame_back, &back) != 0) {
+  if (omniprof_read_user_u64(frame + o->frame_code, &code) != 0 || omniprof_read_user_u64(frame + o->frame_back, &back) != 0) {
     /* A frame is there but cannot be read: it stays in the stack as a frame
      * the reader cannot name ("[unknown python]"), and the walk ends. */
     omniprof_count(PYPERF_STAT_READ_FAILED);
@@ -227,20 +213,12 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   return STEP_CONTINUE;
 }
 
+/* A layout the walk can use (an all-zero entry: no layout stored for this version). */
+static __always_inline bool offsets_usable(const struct python_offsets *o) { return o->version_hex != 0; }
+
 /* Shared by both programs: the process's offsets, and the walk's start on
  * the first run. NULL: nothing (more) to walk, the caller stops. */
-static __always_inline const struct python_offsets *prepare(struct omniprof_unwind_state *state) {
-  __u32 tgid = state->key.pid;
-  const struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
-  if (!process) return NULL;
-  const struct python_offsets *o = offsets_of(process);
-  if (!o || o->version_hex == 0) {
-    omniprof_count(PYPERF_STAT_NO_OFFSETS);
-    return NULL;
-  }
-  if (state->interpreter_walk[WALK_STARTED] == 0 && start_walk(state, process, o) != STEP_CONTINUE) return NULL;
-  return o;
-}
+OMNIPROF_INTERPRETER_PREPARE(prepare, struct python_offsets, offsets_of, offsets_usable, PYPERF_STAT_NO_OFFSETS, WALK_STARTED, start_walk)
 
 /* Frames are left to walk. */
 static __always_inline bool frames_left(const struct omniprof_unwind_state *state) {

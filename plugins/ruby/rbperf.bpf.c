@@ -30,12 +30,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Written by the plugin from offsets/ruby.yaml. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, RUBY_MAX_VERSIONS);
-  __type(key, __u32);
-  __type(value, struct ruby_offsets);
-} ruby_offsets SEC(".maps");
+OMNIPROF_VERSION_OFFSETS_MAP(ruby_offsets, struct ruby_offsets, RUBY_MAX_VERSIONS, offsets_of, RBPERF_DATA_VERSION)
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -70,15 +65,6 @@ enum walk_slot {
 
 enum step { STEP_CONTINUE = 0, STEP_DONE = 1 };
 
-static __always_inline int read_u64(__u64 address, __u64 *out) {
-  return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
-}
-
-static __always_inline const struct ruby_offsets *offsets_of(const struct omniprof_process_info *process) {
-  __u32 version = (__u32)process->interpreter_data[RBPERF_DATA_VERSION];
-  return bpf_map_lookup_elem(&ruby_offsets, &version);
-}
-
 /* The global EC models give the EC of the thread that holds the GVL: the
  * sampled thread's only if that EC's thread is this one (its thread_id is
  * pthread_self(), the fs base). Another thread's is not walked (counted):
@@ -86,8 +72,8 @@ static __always_inline const struct ruby_offsets *offsets_of(const struct omnipr
 static __always_inline bool gvl_holder_is_this_thread(const struct ruby_offsets *o, __u64 ec) {
   __u64 thread = 0, id = 0;
   if (ec == 0 || o->ec_thread_ptr == RUBY_OFFSET_NONE || o->thread_native_id == RUBY_OFFSET_NONE) return false;
-  if (read_u64(ec + o->ec_thread_ptr, &thread) != 0 || thread == 0) return false;
-  if (read_u64(thread + o->thread_native_id, &id) != 0) return false;
+  if (omniprof_read_user_u64(ec + o->ec_thread_ptr, &thread) != 0 || thread == 0) return false;
+  if (omniprof_read_user_u64(thread + o->thread_native_id, &id) != 0) return false;
   if (id == omniprof_thread_pointer()) return true;
   omniprof_count(RBPERF_STAT_EC_OF_ANOTHER_THREAD);
   return false;
@@ -103,24 +89,24 @@ static __always_inline __u64 find_ec(const struct omniprof_process_info *process
     case RUBY_EC_TLS_DTV: {
       __u64 tp = omniprof_thread_pointer(), dtv = 0;
       if (tp == 0 || a == 0 || a > MAX_TLS_MODULE_ID) return 0;
-      if (read_u64(tp + GLIBC_TCB_DTV, &dtv) != 0 || dtv == 0) return 0;
-      if (read_u64(dtv + a * GLIBC_DTV_ENTRY_SIZE, &base) != 0) return 0;
+      if (omniprof_read_user_u64(tp + GLIBC_TCB_DTV, &dtv) != 0 || dtv == 0) return 0;
+      if (omniprof_read_user_u64(dtv + a * GLIBC_DTV_ENTRY_SIZE, &base) != 0) return 0;
       if (base == 0 || base == GLIBC_DTV_UNALLOCATED) return 0;
-      if (read_u64(base + b, &ec) != 0) return 0;
+      if (omniprof_read_user_u64(base + b, &ec) != 0) return 0;
       return ec;
     }
     case RUBY_EC_TLS_TP_OFFSET: {
       __u64 tp = omniprof_thread_pointer();
-      if (tp == 0 || read_u64(tp + a, &ec) != 0) return 0;
+      if (tp == 0 || omniprof_read_user_u64(tp + a, &ec) != 0) return 0;
       return ec;
     }
     case RUBY_EC_GLOBAL_POINTER:
-      if (read_u64(a, &ec) != 0) return 0;
+      if (omniprof_read_user_u64(a, &ec) != 0) return 0;
       return gvl_holder_is_this_thread(o, ec) ? ec : 0;
     case RUBY_EC_MAIN_RACTOR:
       if (o->ractor_running_ec == RUBY_OFFSET_NONE) return 0;
-      if (read_u64(a, &base) != 0 || base == 0) return 0;
-      if (read_u64(base + o->ractor_running_ec, &ec) != 0) return 0;
+      if (omniprof_read_user_u64(a, &base) != 0 || base == 0) return 0;
+      if (omniprof_read_user_u64(base + o->ractor_running_ec, &ec) != 0) return 0;
       return gvl_holder_is_this_thread(o, ec) ? ec : 0;
     default:
       return 0;
@@ -137,8 +123,8 @@ static __always_inline int start_walk(struct omniprof_unwind_state *state, const
     return STEP_DONE;
   }
   __u64 vm_stack = 0, vm_stack_size = 0, cfp = 0;
-  if (read_u64(ec + o->ec_vm_stack, &vm_stack) != 0 || read_u64(ec + o->ec_vm_stack_size, &vm_stack_size) != 0 ||
-      read_u64(ec + o->ec_cfp, &cfp) != 0) {
+  if (omniprof_read_user_u64(ec + o->ec_vm_stack, &vm_stack) != 0 || omniprof_read_user_u64(ec + o->ec_vm_stack_size, &vm_stack_size) != 0 ||
+      omniprof_read_user_u64(ec + o->ec_cfp, &cfp) != 0) {
     omniprof_count(RBPERF_STAT_READ_FAILED);
     return STEP_DONE;
   }
@@ -168,13 +154,13 @@ static __always_inline __u64 local_method_entry(__u64 ep, __u64 flags) {
   for (int i = 0; i < MAX_ENV_LEVELS; i++) {
     if (flags & RUBY_VM_ENV_FLAG_LOCAL) {
       __u64 me = 0;
-      if (read_u64(ep + RUBY_VM_ENV_INDEX_ME_CREF * 8, &me) != 0) return 0;
+      if (omniprof_read_user_u64(ep + RUBY_VM_ENV_INDEX_ME_CREF * 8, &me) != 0) return 0;
       return me;
     }
     __u64 prev = 0;
-    if (read_u64(ep + RUBY_VM_ENV_INDEX_SPECVAL * 8, &prev) != 0) return 0;
+    if (omniprof_read_user_u64(ep + RUBY_VM_ENV_INDEX_SPECVAL * 8, &prev) != 0) return 0;
     ep = prev & ~0x03ULL;
-    if (ep == 0 || read_u64(ep, &flags) != 0) return 0;
+    if (ep == 0 || omniprof_read_user_u64(ep, &flags) != 0) return 0;
   }
   return 0;
 }
@@ -221,7 +207,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   __u64 words[CFP_READ_WORDS] = {};
   __u64 flags = 0;
   if (bpf_probe_read_user(words, sizeof(words), (const void *)cfp) != 0 ||
-      read_u64(cfp_word(words, o->cfp_ep), &flags) != 0) {
+      omniprof_read_user_u64(cfp_word(words, o->cfp_ep), &flags) != 0) {
     /* A frame is there but cannot be read: it stays in the stack as a frame
      * the reader cannot name ("[unknown ruby]"), and the walk ends. */
     omniprof_count(RBPERF_STAT_READ_FAILED);
@@ -242,7 +228,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   } else if ((flags & RUBY_VM_FRAME_MAGIC_MASK) == RUBY_VM_FRAME_MAGIC_CFUNC) {
     /* A C function's env is local: ep[-2] is its method entry. */
     __u64 me = 0;
-    read_u64(ep + RUBY_VM_ENV_INDEX_ME_CREF * 8, &me);
+    omniprof_read_user_u64(ep + RUBY_VM_ENV_INDEX_ME_CREF * 8, &me);
     if (omniprof_interpreter_frame(state, mark, me, RBPERF_DETAIL_CFUNC, OMNIPROF_FRAME_RUBY) != 0) return STEP_DONE;
     if (me != 0) note_frame_seen(state->key.pid, me, 0, 0);
     pushed = 1;
@@ -255,20 +241,12 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
   return STEP_CONTINUE;
 }
 
+/* A layout the walk can use (an all-zero entry: no layout stored for this version). */
+static __always_inline bool offsets_usable(const struct ruby_offsets *o) { return o->version != 0 && o->control_frame_size != 0; }
+
 /* Shared by both programs: the process's offsets, and the walk's start on
  * the first run. NULL: nothing (more) to walk, the caller stops. */
-static __always_inline const struct ruby_offsets *prepare(struct omniprof_unwind_state *state) {
-  __u32 tgid = state->key.pid;
-  const struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);
-  if (!process) return NULL;
-  const struct ruby_offsets *o = offsets_of(process);
-  if (!o || o->version == 0 || o->control_frame_size == 0) {
-    omniprof_count(RBPERF_STAT_NO_OFFSETS);
-    return NULL;
-  }
-  if (state->interpreter_walk[WALK_STARTED] == 0 && start_walk(state, process, o) != STEP_CONTINUE) return NULL;
-  return o;
-}
+OMNIPROF_INTERPRETER_PREPARE(prepare, struct ruby_offsets, offsets_of, offsets_usable, RBPERF_STAT_NO_OFFSETS, WALK_STARTED, start_walk)
 
 /* Frames are left to walk. */
 static __always_inline bool frames_left(const struct omniprof_unwind_state *state) {

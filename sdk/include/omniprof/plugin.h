@@ -58,9 +58,11 @@
  *
  * Threading: the host calls `create` and `destroy` once each, from one
  * thread. The other hooks are called from more than one host thread (today
- * the event thread and the main thread both call detect_process,
- * process_gone, load_executable and unload_executable; the main thread also
- * calls symbolize_frame at the end of each round), but the host
+ * the event thread, the start-up scan thread and the main thread call
+ * detect_process, describe_file, process_gone, load_executable and
+ * unload_executable; the main thread also calls symbolize_frame and
+ * function_bounds at the end of each round; a tick thread of its own calls
+ * tick), but the host
  * holds one lock per instance for the whole of every hook call (create and
  * destroy included): two calls into the same instance never overlap, and
  * each call sees everything the previous one wrote. State only the hooks

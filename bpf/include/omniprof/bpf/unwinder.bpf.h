@@ -43,6 +43,12 @@ static __always_inline __u32 omniprof_masked(__u32 value, __u32 mask) {
   return value & mask;
 }
 
+/* Reads one 64-bit word of the sampled process's memory: 0, or a negative
+ * error (the word is then 0). */
+static __always_inline long omniprof_read_user_u64(__u64 address, __u64 *out) {
+  return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
+}
+
 /* Appends a frame to the stack. Returns 0, or -1 when the stack buffer is
  * full. The mask keeps the index provably inside the array for the
  * verifier (OMNIPROF_MAX_STACK_DEPTH is a power of two). */
@@ -183,6 +189,45 @@ static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *
   state->key.label_slot = (__u8)slot;
   state->key.label_value = value;
 }
+
+/* Defines an interpreter plugin's private map NAME of its layouts, one
+ * OFFSETS per runtime version it knows (an ARRAY of MAX_VERSIONS that the
+ * plugin fills before sampling, from its YAML or the process's own debug
+ * offsets), and OFFSETS_OF(process), the layout of the version the plugin
+ * stored in process_info.interpreter_data[VERSION_INDEX] (NULL past the
+ * array). */
+#define OMNIPROF_VERSION_OFFSETS_MAP(NAME, OFFSETS, MAX_VERSIONS, OFFSETS_OF, VERSION_INDEX)      \
+  struct {                                                                                        \
+    __uint(type, BPF_MAP_TYPE_ARRAY);                                                             \
+    __uint(max_entries, MAX_VERSIONS);                                                            \
+    __type(key, __u32);                                                                           \
+    __type(value, OFFSETS);                                                                       \
+  } NAME SEC(".maps");                                                                            \
+  static __always_inline const OFFSETS *OFFSETS_OF(const struct omniprof_process_info *process) { \
+    __u32 version = (__u32)process->interpreter_data[VERSION_INDEX];                              \
+    return bpf_map_lookup_elem(&NAME, &version);                                                  \
+  }
+
+/* Defines NAME, a PREPARE (below) for an unwinder whose walk reads its
+ * process's layout: the sampled process's process_info entry (none: nothing
+ * to walk), OFFSETS_OF(process), the plugin's layout for it, which
+ * USABLE(offsets) accepts (else the walk stops, counted in NO_OFFSETS), and
+ * on the walk's first run (interpreter_walk[STARTED] still 0)
+ * BEGIN(state, process, offsets), which finds where the walk starts, sets
+ * interpreter_walk[STARTED] and returns 0 to go on. */
+#define OMNIPROF_INTERPRETER_PREPARE(NAME, OFFSETS, OFFSETS_OF, USABLE, NO_OFFSETS, STARTED, BEGIN)        \
+  static __always_inline const OFFSETS *NAME(struct omniprof_unwind_state *state) {                         \
+    __u32 tgid = state->key.pid;                                                                             \
+    const struct omniprof_process_info *process = bpf_map_lookup_elem(&process_info, &tgid);                \
+    if (!process) return NULL;                                                                               \
+    const OFFSETS *o = OFFSETS_OF(process);                                                                  \
+    if (!o || !USABLE(o)) {                                                                                  \
+      omniprof_count(NO_OFFSETS);                                                                            \
+      return NULL;                                                                                           \
+    }                                                                                                        \
+    if (state->interpreter_walk[STARTED] == 0 && BEGIN(state, process, o) != 0) return NULL;                \
+    return o;                                                                                                \
+  }
 
 /* An interpreter unwinder's two programs (list both in the plugin's program
  * slots, the bpf_loop one first with OMNIPROF_PROGRAM_NEEDS_BPF_LOOP):
