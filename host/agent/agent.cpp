@@ -236,7 +236,6 @@ Result<void> Agent::start() {
   auto sampler = PerfSampler::attach(maps_->skeleton()->progs.omniprof_entry, config_.frequency_hz);
   if (!sampler) return sampler.error();
   sampler_.emplace(std::move(*sampler));
-  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
   log().info("sampling {} CPUs at {} Hz{}", sampler_->cpu_count(), config_.frequency_hz,
              config_.pids.empty() ? "" : fmt::format(", {} processes", config_.pids.size()));
@@ -290,7 +289,6 @@ Agent::StartupProgress Agent::startup_progress() const {
 void Agent::discard_round() {
   (void)collect();
   round_.clear();
-  round_start_unix_ns_ = now_ns(CLOCK_REALTIME);
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
 }
 
@@ -317,13 +315,18 @@ std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   const int64_t close_mono_ns = now_ns(CLOCK_MONOTONIC);
   (void)collect();
   const int64_t end_mono_ns = now_ns(CLOCK_MONOTONIC);
+  // The round's range and its samples' times are all CLOCK_MONOTONIC, put on
+  // the wall clock with this one offset: a wall clock stepped between two
+  // rounds (NTP, a VM's clock sync) moves a whole round, never its samples
+  // out of its own range.
+  const int64_t unix_minus_mono_ns = close_unix_ns - close_mono_ns;
   if (!config_.export_to.otlp.endpoint.empty()) {
-    round_.settle_times(static_cast<uint64_t>(close_mono_ns), close_unix_ns - close_mono_ns, sample_time_stats_);
+    round_.settle_times(static_cast<uint64_t>(close_mono_ns), unix_minus_mono_ns, sample_time_stats_);
   }
   int64_t period_ns = 1000000000LL / config_.frequency_hz;
   int64_t duration = end_mono_ns - round_start_mono_ns_;
-  std::vector<ProfileBuilder> profiles =
-      assembler_->assemble(round_, *known_processes(), period_ns, round_start_unix_ns_, duration, fold);
+  std::vector<ProfileBuilder> profiles = assembler_->assemble(
+      round_, *known_processes(), period_ns, round_start_mono_ns_ + unix_minus_mono_ns, duration, fold);
   // What naming learnt goes on, never waited for: the files it sampled, and
   // the processes to read again for the next round (mappings added since).
   const NamingRequests& requests = assembler_->requests();
@@ -334,7 +337,6 @@ std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   for (ProfileBuilder& profile : profiles) profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
   round_.clear();
   processes_->end_round();
-  round_start_unix_ns_ = close_unix_ns;
   round_start_mono_ns_ = close_mono_ns;
   return profiles;
 }

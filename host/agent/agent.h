@@ -133,7 +133,6 @@ class Agent {
   std::vector<ProcessTracker::ScannedFile> startup_files_;  // under startup_mutex_
   bool startup_files_known_ = false;                        // under startup_mutex_
   RoundSamples round_;
-  int64_t round_start_unix_ns_ = 0;
   int64_t round_start_mono_ns_ = 0;
   uint64_t drain_errors_ = 0;
   SampleTimeStats sample_time_stats_;

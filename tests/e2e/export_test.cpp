@@ -45,8 +45,9 @@ void check_sample_times(const otlp_collector::ExportProfilesServiceRequest& requ
   const auto& d = request.dictionary();
   for (const auto& rp : request.resource_profiles()) {
     for (const auto& profile : rp.scope_profiles(0).profiles()) {
-      // CLOCK_REALTIME may be slewed against CLOCK_MONOTONIC (the samples'
-      // clock) by NTP: a millisecond of slack.
+      // The range and the times are one monotonic clock put on the wall
+      // clock with one offset (Agent::finish_round): they agree however the
+      // wall clock is stepped. A millisecond to spare.
       const uint64_t from = profile.time_unix_nano() - 1000000;
       const uint64_t until = profile.time_unix_nano() + profile.duration_nano() + 1000000;
       for (const auto& sample : profile.samples()) {
