@@ -208,17 +208,26 @@ TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
                         << dir << "/profiles\n";
   BackgroundProcess chain({workload("chain"), "20"});
   BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config}, BackgroundProcess::Role::kJudge);
-  // Start-up time varies (BPF verification, unwind tables for every running
-  // program): time the rounds from the first profile written.
-  auto count_files = [&] {
+  // Rounds are counted by their files, never timed: start-up (BPF
+  // verification, unwind tables for every running program) and a round's
+  // naming and writing take seconds in an emulated guest, so "one more round"
+  // can last well over round_seconds. A file still being written ends in
+  // .tmp and is not a round yet.
+  auto rounds_written = [&] {
     std::error_code ec;
-    auto it = fs::directory_iterator(dir + "/profiles", ec);
-    return ec ? 0 : std::distance(it, fs::directory_iterator());
+    int written = 0;
+    for (auto it = fs::directory_iterator(dir + "/profiles", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      if (it->path().filename().string().find(".tmp") == std::string::npos) ++written;
+    }
+    return written;
   };
-  for (int i = 0; i < 300 && count_files() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_EQ(count_files(), 1) << "no first round within 30 s";
-  // One more whole round, then SIGTERM in the middle of the third.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  for (int i = 0; i < 600 && rounds_written() < 2 && !agent.poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(rounds_written(), 2) << "two rounds not written within 60 s";
+  // SIGTERM half a second into the third round, which lasts round_seconds
+  // at the least: its samples so far are the interrupted round's.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(), 0);
 
