@@ -34,12 +34,8 @@ struct {
   __type(value, __u64);
 } python_thread_states SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, PYPERF_CODE_SEEN_ENTRIES);
-  __type(key, struct pyperf_code_key);
-  __type(value, __u8);
-} python_code_seen SEC(".maps");
+/* The code objects the walks met, for the plugin's tick to name. */
+OMNIPROF_SEEN_MAP(python_code_seen, struct pyperf_code_key, __u8, PYPERF_CODE_SEEN_ENTRIES);
 
 /* interpreter_walk slots. */
 enum walk_slot {
@@ -153,9 +149,7 @@ static __always_inline void note_code_seen(__u32 pid, __u64 code) {
   struct pyperf_code_key key = {.pid = pid, .reserved = 0, .code = code};
   if (bpf_map_lookup_elem(&python_code_seen, &key)) return;
   __u8 one = 1;
-  /* -EEXIST: another CPU noted it in between, which is no loss. */
-  long err = bpf_map_update_elem(&python_code_seen, &key, &one, BPF_NOEXIST);
-  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(PYPERF_STAT_CODE_SEEN_FULL);
+  omniprof_note_seen(&python_code_seen, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
 }
 
 /* One Python frame: push it for its mark and move to its caller. */

@@ -32,12 +32,9 @@ char LICENSE[] SEC("license") = "GPL";
 /* Written by the plugin from offsets/ruby.yaml. */
 OMNIPROF_VERSION_OFFSETS_MAP(ruby_offsets, struct ruby_offsets, RUBY_MAX_VERSIONS, offsets_of, RBPERF_DATA_VERSION)
 
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, RBPERF_FRAMES_SEEN_ENTRIES);
-  __type(key, struct rbperf_frame_key);
-  __type(value, __u64);
-} ruby_frames_seen SEC(".maps");
+/* The frames the walks met (value: the method entry), for the plugin's tick
+ * to name. */
+OMNIPROF_SEEN_MAP(ruby_frames_seen, struct rbperf_frame_key, __u64, RBPERF_FRAMES_SEEN_ENTRIES);
 
 /* interpreter_walk slots. */
 enum walk_slot {
@@ -173,9 +170,7 @@ static __always_inline void note_frame_seen(__u32 pid, __u64 address, __u64 ep, 
   struct rbperf_frame_key key = {.pid = pid, .reserved = 0, .address = address};
   if (bpf_map_lookup_elem(&ruby_frames_seen, &key)) return;
   __u64 method_entry = ep ? local_method_entry(ep, flags) : address;
-  /* -EEXIST: another CPU noted it in between, which is no loss. */
-  long err = bpf_map_update_elem(&ruby_frames_seen, &key, &method_entry, BPF_NOEXIST);
-  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(RBPERF_STAT_FRAMES_SEEN_FULL);
+  omniprof_note_seen(&ruby_frames_seen, &key, &method_entry, RBPERF_STAT_FRAMES_SEEN_FULL);
 }
 
 /* The fields of rb_control_frame_t the walk reads are within its first

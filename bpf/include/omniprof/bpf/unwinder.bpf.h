@@ -208,6 +208,27 @@ static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *
     return bpf_map_lookup_elem(&NAME, &version);                                                  \
   }
 
+/* Defines NAME, a plugin's private map of what its walks met that user
+ * space names later (an LRU hash of ENTRIES, KEY to VALUE): the walk notes
+ * an object once (omniprof_note_seen), the plugin reads what was noted on
+ * its tick and names it from the process's memory, so a hot stack costs one
+ * lookup per frame. Full, it forgets the least recently noted. */
+#define OMNIPROF_SEEN_MAP(NAME, KEY, VALUE, ENTRIES) \
+  struct {                                           \
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);             \
+    __uint(max_entries, ENTRIES);                    \
+    __type(key, KEY);                                \
+    __type(value, VALUE);                            \
+  } NAME SEC(".maps")
+
+/* Notes `key` (with `value`) in a seen map the caller has looked it up in
+ * and not found. Another CPU noting it in between (-EEXIST) is no loss; any
+ * other failure is counted in FULL (the object is named late, if at all). */
+static __always_inline void omniprof_note_seen(void *map, const void *key, const void *value, __u32 full) {
+  long err = bpf_map_update_elem(map, key, value, BPF_NOEXIST);
+  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(full);
+}
+
 /* Defines NAME, a PREPARE (below) for an unwinder whose walk reads its
  * process's layout: the sampled process's process_info entry (none: nothing
  * to walk), OFFSETS_OF(process), the plugin's layout for it, which
