@@ -8,6 +8,21 @@
 
 namespace omniprof {
 
+namespace {
+
+// Unloads `file_id` from the plugins that load executables, those before
+// `stop` only (null: all of them).
+void unload_from_loading_plugins(PluginHost& plugins, uint64_t file_id, const Plugin* stop = nullptr) {
+  for (const auto& plugin : plugins.plugins()) {
+    if (plugin.get() == stop) break;
+    if (plugin->state == PluginState::kLoaded && plugin->hooks.load_executable) {
+      PluginHost::unload_executable(*plugin, file_id);
+    }
+  }
+}
+
+}  // namespace
+
 omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string& path, std::string& error) {
   for (const auto& plugin : plugins_.plugins()) {
     if (plugin->state != PluginState::kLoaded) continue;
@@ -20,10 +35,7 @@ omniprof_status PluginExecutableLoader::load(uint64_t file_id, const std::string
       }
       continue;
     }
-    for (const auto& other : plugins_.plugins()) {
-      if (other.get() == plugin.get()) break;
-      if (other->state == PluginState::kLoaded) PluginHost::unload_executable(*other, file_id);
-    }
+    unload_from_loading_plugins(plugins_, file_id, plugin.get());
     error = plugin->name + ": " + reason;
     return status;
   }
@@ -35,6 +47,8 @@ void PluginExecutableLoader::unload(uint64_t file_id) {
     if (plugin->state == PluginState::kLoaded) PluginHost::unload_executable(*plugin, file_id);
   }
 }
+
+void PluginExecutableLoader::evict(uint64_t file_id) { unload_from_loading_plugins(plugins_, file_id); }
 
 void PluginExecutableLoader::mark_building(uint64_t file_id) {
   if (maps_) maps_->mark_unwind_table_building(file_id);
@@ -56,7 +70,7 @@ bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point no
     }
   }
   if (!oldest) return false;
-  loader_.unload(oldest_id);
+  loader_.evict(oldest_id);
   oldest->loaded = false;
   oldest->evicted = true;
   stats_.loaded--;
@@ -163,8 +177,8 @@ bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
   if (it == entries_.end() || it->second.references == 0) return false;
   if (--it->second.references > 0) return false;
   const bool unloaded = it->second.loaded;
+  loader_.unload(file_id);  // loaded or not: a description may be kept
   if (unloaded) {
-    loader_.unload(file_id);
     stats_.loaded--;
     stats_.unloaded++;
   }

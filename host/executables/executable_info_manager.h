@@ -37,7 +37,14 @@ class ExecutableLoader {
   // (permanent), or another error; `error` says why. With OMNIPROF_OK, a
   // non-empty `error` says what of the file was left out (a partial load).
   virtual omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) = 0;
+  // The last process mapping the file is gone, whether or not a load of it
+  // ever succeeded: whoever kept anything about it (a table, a
+  // description) lets it go.
   virtual void unload(uint64_t file_id) = 0;
+  // The file's loaded data goes although processes still map it (evicted to
+  // make room, or another plugin's load of it failed): only what load()
+  // made goes. By default the same as unload().
+  virtual void evict(uint64_t file_id) { unload(file_id); }
   // Tell the BPF walker that the file's table is being built / no longer is
   // (BpfMaps::mark_unwind_table_building): walks that meet it meanwhile are
   // counted apart. Nothing to tell by default (tests, no BPF).
@@ -45,15 +52,18 @@ class ExecutableLoader {
   virtual void clear_building(uint64_t /*file_id*/) {}
 };
 
-// Every loaded plugin that has load_executable/unload_executable hooks. A
-// file is loaded when all of them hold it; a failure unloads it from those
-// that took it, so a retry starts clean.
+// Every loaded plugin. A file is loaded when all plugins with a
+// load_executable hook hold it; a failure evicts it from those that took
+// it, so a retry starts clean. Eviction reaches only plugins with a
+// load_executable hook; the last reference going reaches every plugin (its
+// describe_file description goes too).
 class PluginExecutableLoader : public ExecutableLoader {
  public:
   // `maps`: where the walker learns of tables being built (null: nowhere).
   PluginExecutableLoader(PluginHost& plugins, BpfMaps* maps) : plugins_(plugins), maps_(maps) {}
   omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override;
   void unload(uint64_t file_id) override;
+  void evict(uint64_t file_id) override;
   void mark_building(uint64_t file_id) override;
   void clear_building(uint64_t file_id) override;
 

@@ -251,7 +251,7 @@ void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
     }
     std::string exe = fmt::format("/proc/{}/exe", snapshot.pid);
     omniprof_process process{snapshot.pid, exe.c_str(), snapshot.comm.c_str(), mappings.data(),
-                             mappings.size(), names.data()};
+                             mappings.size(), names.data(), nullptr};  // descriptions: PluginHost's
     snapshot.runtime.clear();
     snapshot.runtime_version.clear();
     snapshot.interpreter_file_ids.clear();

@@ -35,6 +35,10 @@ class FakeLoader : public ExecutableLoader {
     std::lock_guard<std::mutex> lock(mutex);
     unloads[file_id]++;
   }
+  void evict(uint64_t file_id) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    evictions[file_id]++;
+  }
   void mark_building(uint64_t file_id) override {
     std::lock_guard<std::mutex> lock(mutex);
     building.insert(file_id);
@@ -48,7 +52,7 @@ class FakeLoader : public ExecutableLoader {
   std::set<uint64_t> building;      // marked and not cleared: what BPF would see as being built
   std::vector<std::string> events;  // mark/clear in order
   std::mutex mutex;
-  std::map<uint64_t, int> loads, unloads;
+  std::map<uint64_t, int> loads, unloads, evictions;
   std::map<uint64_t, std::string> paths;  // of the last load
   int failures_left = 0;
   omniprof_status failure = OMNIPROF_ERR_IO;
@@ -155,7 +159,10 @@ TEST(ExecutableInfoManagerTest, DeferredFileWhoseProcessesWentAwayIsDropped) {
   ExecutableInfoManager manager(loader);
   manager.add_or_inc_ref(5, "/gone");
   manager.remove_or_dec_ref(5);
-  EXPECT_EQ(loader.unloads[5], 0);  // never loaded: nothing to unload
+  // Never loaded, yet the plugins hear that it went: a description of it
+  // (describe_file) is let go all the same.
+  EXPECT_EQ(loader.unloads[5], 1);
+  EXPECT_EQ(loader.evictions[5], 0);
   manager.retry_deferred(ExecutableInfoManager::Clock::now() + std::chrono::hours(1));
   EXPECT_EQ(loader.loads[5], 1);
   EXPECT_EQ(manager.stats().deferred, 0u);
@@ -191,8 +198,13 @@ class BoundedLoader : public ExecutableLoader {
     return OMNIPROF_OK;
   }
   void unload(uint64_t file_id) override { held.erase(file_id); }
+  void evict(uint64_t file_id) override {
+    held.erase(file_id);
+    evicted.push_back(file_id);
+  }
   size_t capacity;
   std::set<uint64_t> held;
+  std::vector<uint64_t> evicted;
 };
 
 TEST(ExecutableInfoManagerTest, ExecutablesNobodySamplesMakeRoomAndComeBackWhenSampled) {
@@ -215,6 +227,7 @@ TEST(ExecutableInfoManagerTest, ExecutablesNobodySamplesMakeRoomAndComeBackWhenS
   EXPECT_FALSE(manager.is_loaded(2));
   EXPECT_EQ(loader.held, (std::set<uint64_t>{1, 3}));
   EXPECT_EQ(manager.stats().evicted, 1u);
+  EXPECT_EQ(loader.evicted, std::vector<uint64_t>{2});  // an eviction, not the file's last reference
   EXPECT_EQ(manager.references(2), 1u);  // still mapped: only its table went
 
   // An evicted executable is not retried on a timer...

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "executables/executable_info_manager.h"
 #include "plugins/plugin_host.h"
 
 namespace omniprof {
@@ -179,6 +180,34 @@ TEST(PluginFileDescriptionsTest, EachFileIsDescribedOncePerFileIdUntilItIsUnload
   std::string state = fixture_state(plugin);
   EXPECT_EQ(state_value(state, "described"), "4");
   EXPECT_EQ(state_value(state, "description_mismatches"), "0");
+}
+
+// The host's loader (PluginExecutableLoader) lets every plugin forget a
+// file at its last reference, and only the plugins that load executables at
+// an eviction: an interpreter plugin keeps its description of a file whose
+// table was evicted while processes still map it.
+TEST(PluginFileDescriptionsTest, EvictionReachesOnlyPluginsThatLoadTheLastReferenceReachesAll) {
+  PluginHost host(nullptr, nullptr);
+  Plugin* loaded = fixture_instance(host, "shared_state_plugin.so");
+  ASSERT_NE(loaded, nullptr);
+  Plugin& plugin = *loaded;
+  plugin.state = PluginState::kLoaded;  // as after BPF loading, which this test has no use for
+  PluginExecutableLoader loader(host, nullptr);
+
+  plugin.hooks.load_executable = nullptr;  // as an interpreter plugin: describes files, loads none
+  EXPECT_EQ(offer(plugin, 100, {7}), OMNIPROF_NOT_MINE);
+  loader.evict(7);
+  EXPECT_EQ(offer(plugin, 101, {7}), OMNIPROF_NOT_MINE);
+  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "1");  // kept across the eviction
+  loader.unload(7);  // its last process went
+  EXPECT_EQ(offer(plugin, 102, {7}), OMNIPROF_NOT_MINE);
+  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "2");
+
+  plugin.hooks.load_executable = plugin.entry->load_executable;  // as the native plugin
+  loader.evict(7);
+  EXPECT_EQ(offer(plugin, 103, {7}), OMNIPROF_NOT_MINE);
+  EXPECT_EQ(state_value(fixture_state(plugin), "described"), "3");
+  EXPECT_EQ(state_value(fixture_state(plugin), "description_mismatches"), "0");
 }
 
 // A plugin built for 2.2 (its entry ends before describe_file) still loads

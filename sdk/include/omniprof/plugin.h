@@ -354,7 +354,12 @@ struct omniprof_plugin {
    * FDEs skipped); the host counts such loads. */
   omniprof_status (*load_executable)(void *instance, uint64_t file_id, const char *path,
                                      char *error);
-  /* Optional. The last process mapping `file_id` is gone. */
+  /* Optional. Let go of what the plugin keeps about `file_id`: the last
+   * process mapping it is gone (the host calls every plugin then, whether
+   * or not load_executable succeeded for it), or, for a plugin with
+   * load_executable only, the host dropped the file's data while processes
+   * still map it (evicted to make room, or another plugin's load of it
+   * failed) and may call load_executable for it again. */
   void (*unload_executable)(void *instance, uint64_t file_id);
 
   /* Optional. `omniprof debug COMMAND ARGUMENT` for the commands named in
@@ -414,9 +419,8 @@ struct omniprof_plugin {
    * detect_process, keeps *description by file id, and hands it to every
    * detect_process of a process mapping the file
    * (omniprof_process.file_descriptions), without calling describe_file
-   * again, until it calls unload_executable for that file id (the last
-   * process mapping it went, or the host evicted the file's table to make
-   * room); a process mapping it after that has it described again. `path`
+   * again, until it calls unload_executable for that file id (see there);
+   * a process mapping it after that has it described again. `path`
    * reaches the file as in omniprof_mapping.path; `name` is the name the
    * first process it was described for gives it (as mapping_names), which
    * may differ in another process mapping the same contents. OMNIPROF_OK

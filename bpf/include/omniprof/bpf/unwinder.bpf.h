@@ -212,7 +212,7 @@ static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *
  * space names later (an LRU hash of ENTRIES, KEY to VALUE): the walk notes
  * an object once (omniprof_note_seen), the plugin reads what was noted on
  * its tick and names it from the process's memory, so a hot stack costs one
- * lookup per frame. Full, it forgets the least recently noted. */
+ * lookup per frame. Full, it forgets the least recently used. */
 #define OMNIPROF_SEEN_MAP(NAME, KEY, VALUE, ENTRIES) \
   struct {                                           \
     __uint(type, BPF_MAP_TYPE_LRU_HASH);             \
