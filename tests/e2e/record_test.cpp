@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <future>
+#include <iterator>
+#include <optional>
 #include <thread>
 
 #include "e2e_support.h"
@@ -135,9 +136,17 @@ TEST(RunTest, RoundsSurviveTheirDirectoryRemovedOrUnwritable) {
   std::ofstream(config) << "round_seconds: 1\nsampling:\n  frequency_hz: 19\noutput:\n  directory: "
                         << profiles << "\n";
   constexpr int kRounds = 7;
-  auto agent = std::async(std::launch::async, [&] {
-    return run_command({OMNIPROF_BINARY, "run", "--config", config, "--rounds", std::to_string(kRounds)});
-  });
+  // Its log in a file the test reads while it runs: the test acts on the
+  // agent's own account of a failed write, not after a guessed delay.
+  const std::string log = dir + "/agent.log";
+  BackgroundProcess agent({"/bin/sh", "-c",
+                           std::string("exec '") + OMNIPROF_BINARY + "' run --config '" + config + "' --rounds " +
+                               std::to_string(kRounds) + " > '" + log + "' 2>&1"},
+                          BackgroundProcess::Role::kJudge);
+  auto agent_log = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
   // Written profiles only: a round's temporary file (NAME.pb.gz.tmp.XXXXXX,
   // before its rename) is not one. Acting on it removed the directory under
   // a write in progress, the round was kept and written later into the
@@ -164,13 +173,22 @@ TEST(RunTest, RoundsSurviveTheirDirectoryRemovedOrUnwritable) {
   fs::remove_all(profiles);
   ASSERT_TRUE(wait_for_a_file(10)) << "the removed output directory was not recreated";
   // A file where the directory was (round 2's file goes): unwritable even
-  // for root. Two rounds or so are kept in memory, then written once the
-  // path is free again.
+  // for root. The round that fails to write is kept in memory, then written
+  // with the next once the path is free again.
   fs::remove_all(profiles);
   std::ofstream(profiles) << "not a directory\n";
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  bool failed_write = false;
+  std::optional<int> exited;
+  for (int i = 0; i < 300 && !failed_write && !exited; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    failed_write = agent_log().find(" kept in memory until ") != std::string::npos;
+    if (!failed_write) exited = agent.poll();
+  }
   fs::remove(profiles);
-  CommandResult result = agent.get();
+  ASSERT_TRUE(failed_write) << "no round failed to write while its directory was a file (30 s):\n" << agent_log();
+  CommandResult result;
+  result.exit_code = exited ? *exited : agent.wait();
+  result.err = agent_log();
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("output directory " + profiles + " had disappeared: recreated"), std::string::npos)
       << result.err;
