@@ -42,8 +42,10 @@
 #include "omniprof/support/elf_file.h"
 #include "unwind/cfa_program.h"
 #include "unwind/dwarf_cfi.h"
+#include "unwind/eh_frame_hdr.h"
 #include "unwind/elf_cfi.h"
 #include "unwind/function_ranges.h"
+#include "unwind/pointer_encoding.h"
 
 namespace omniprof::unwind {
 namespace {

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "unwind/byte_reader.h"
+#include "unwind/pointer_encoding.h"
+
 namespace omniprof::unwind {
 namespace {
 
@@ -89,7 +92,7 @@ class Interpreter {
       }
     };
 
-    CfiReader reader(instructions);
+    ByteReader reader(instructions);
     while (!reader.at_end()) {
       const uint8_t* const at = reader.position();
       const uint8_t byte = reader.u8();

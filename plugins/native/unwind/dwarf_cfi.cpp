@@ -1,184 +1,14 @@
 #include "unwind/dwarf_cfi.h"
 
-#include <cstring>
 #include <limits>
 #include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "unwind/byte_reader.h"
+
 namespace omniprof::unwind {
-
-// ---------------------------------------------------------------------------
-// CfiReader
-
-uint64_t CfiReader::odd_sized(size_t size) {
-  if (size == 0 || size > 8 || remaining() < size) return fail<uint64_t>();
-  uint64_t value = 0;
-  std::memcpy(&value, pos_, size);
-  pos_ += size;
-  return value;
-}
-
-uint64_t CfiReader::uleb128_multibyte() {
-  const uint8_t* start = pos_;
-  uint64_t value = 0;
-  unsigned shift = 0;
-  while (true) {
-    if (pos_ >= end_) {
-      pos_ = start;
-      return fail<uint64_t>();
-    }
-    const uint8_t byte = *pos_++;
-    const uint64_t slice = byte & 0x7f;
-    // Redundant zero padding is valid LEB128; bits beyond 64 are not.
-    if (shift >= 64 ? slice != 0 : (shift == 63 && slice > 1)) {
-      pos_ = start;
-      return fail<uint64_t>();
-    }
-    if (shift < 64) value |= slice << shift;
-    shift += 7;
-    if ((byte & 0x80) == 0) return value;
-  }
-}
-
-int64_t CfiReader::sleb128() {
-  const uint8_t* start = pos_;
-  uint64_t value = 0;
-  unsigned shift = 0;
-  uint8_t byte = 0;
-  do {
-    if (pos_ >= end_) {
-      pos_ = start;
-      return fail<int64_t>();
-    }
-    byte = *pos_++;
-    const uint64_t slice = byte & 0x7f;
-    // From bit 63 on only sign bits may follow (all zeros or all ones).
-    if (shift >= 63 && slice != 0 && slice != 0x7f) {
-      pos_ = start;
-      return fail<int64_t>();
-    }
-    if (shift < 64) value |= slice << shift;
-    shift += 7;
-  } while ((byte & 0x80) != 0);
-  if (shift < 64 && (byte & 0x40) != 0) value |= ~uint64_t{0} << shift;
-  return static_cast<int64_t>(value);
-}
-
-std::span<const uint8_t> CfiReader::bytes(uint64_t size) {
-  if (size > remaining()) {
-    fail<int>();
-    return {};
-  }
-  std::span<const uint8_t> result(pos_, static_cast<size_t>(size));
-  pos_ += size;
-  return result;
-}
-
-std::string_view CfiReader::c_string() {
-  const void* nul = std::memchr(pos_, 0, remaining());
-  if (nul == nullptr) {
-    fail<int>();
-    return {};
-  }
-  std::string_view text(reinterpret_cast<const char*>(pos_), static_cast<const uint8_t*>(nul) - pos_);
-  pos_ = static_cast<const uint8_t*>(nul) + 1;
-  return text;
-}
-
-// ---------------------------------------------------------------------------
-// Pointer encodings
-
-std::string pointer_encoding_name(uint8_t encoding) {
-  if (encoding == pe::kOmit) return "DW_EH_PE_omit (0xff)";
-  std::string name;
-  auto add = [&name](std::string_view part) {
-    if (!name.empty()) name += '|';
-    name += part;
-  };
-  if ((encoding & pe::kIndirect) != 0) add("DW_EH_PE_indirect");
-  switch (encoding & 0x70) {
-    case 0: break;
-    case pe::kPcrel: add("DW_EH_PE_pcrel"); break;
-    case pe::kTextrel: add("DW_EH_PE_textrel"); break;
-    case pe::kDatarel: add("DW_EH_PE_datarel"); break;
-    case pe::kFuncrel: add("DW_EH_PE_funcrel"); break;
-    case pe::kAligned: add("DW_EH_PE_aligned"); break;
-    default: add(fmt::format("application {:#x}", encoding & 0x70)); break;
-  }
-  switch (encoding & 0x0f) {
-    case pe::kAbsptr: add("DW_EH_PE_absptr"); break;
-    case pe::kUleb128: add("DW_EH_PE_uleb128"); break;
-    case pe::kUdata2: add("DW_EH_PE_udata2"); break;
-    case pe::kUdata4: add("DW_EH_PE_udata4"); break;
-    case pe::kUdata8: add("DW_EH_PE_udata8"); break;
-    case pe::kSleb128: add("DW_EH_PE_sleb128"); break;
-    case pe::kSdata2: add("DW_EH_PE_sdata2"); break;
-    case pe::kSdata4: add("DW_EH_PE_sdata4"); break;
-    case pe::kSdata8: add("DW_EH_PE_sdata8"); break;
-    default: add(fmt::format("format {:#x}", encoding & 0x0f)); break;
-  }
-  return fmt::format("{} ({:#04x})", name, encoding);
-}
-
-namespace {
-
-// Reads the value part of an encoding (its low nibble). False for a format
-// that does not exist.
-bool read_encoded_format(CfiReader& reader, uint8_t encoding, uint8_t address_size, uint64_t& value) {
-  switch (encoding & 0x0f) {
-    case pe::kAbsptr: value = reader.fixed(address_size); return true;
-    case pe::kUleb128: value = reader.uleb128(); return true;
-    case pe::kUdata2: value = reader.u16(); return true;
-    case pe::kUdata4: value = reader.u32(); return true;
-    case pe::kUdata8: value = reader.u64(); return true;
-    case pe::kSleb128: value = static_cast<uint64_t>(reader.sleb128()); return true;
-    case pe::kSdata2: value = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int16_t>(reader.u16()))); return true;
-    case pe::kSdata4: value = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(reader.u32()))); return true;
-    case pe::kSdata8: value = reader.u64(); return true;
-    default: return false;
-  }
-}
-
-}  // namespace
-
-Result<uint64_t> read_encoded_pointer(CfiReader& reader, uint8_t encoding, uint64_t field_vaddr,
-                                      std::optional<uint64_t> data_base, uint8_t address_size) {
-  if (encoding == pe::kOmit) return make_error("pointer encoding DW_EH_PE_omit where a pointer is required");
-  // An indirect pointer names a memory word holding the address, which only
-  // exists at run time: the table is built from the file.
-  if ((encoding & pe::kIndirect) != 0) {
-    return make_error(fmt::format("pointer encoding {}: DW_EH_PE_indirect is not valid here",
-                                  pointer_encoding_name(encoding)));
-  }
-  uint64_t value = 0;
-  if (!read_encoded_format(reader, encoding, address_size, value)) {
-    return make_error(fmt::format("pointer encoding {}: unknown value format", pointer_encoding_name(encoding)));
-  }
-  if (!reader.ok()) {
-    return make_error(fmt::format("pointer encoded {} runs past the end of its entry", pointer_encoding_name(encoding)));
-  }
-  switch (encoding & 0x70) {
-    case 0: return value;
-    case pe::kPcrel: return field_vaddr + value;  // modulo 2^64, as the hardware computes it
-    case pe::kDatarel:
-      if (!data_base) {
-        return make_error(fmt::format("pointer encoding {}: DW_EH_PE_datarel has no base in this section",
-                                      pointer_encoding_name(encoding)));
-      }
-      return *data_base + value;
-    case pe::kTextrel:
-    case pe::kFuncrel:
-    case pe::kAligned:
-    default:
-      return make_error(fmt::format("pointer encoding {} is not used by x86-64 CFI and is not supported",
-                                    pointer_encoding_name(encoding)));
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Section parsing
 
 std::string ParsedCfi::where(uint64_t section_offset) const {
   if (file_offset) {
@@ -191,14 +21,6 @@ namespace {
 
 std::string_view default_section_name(CfiFormat format) {
   return format == CfiFormat::kEhFrame ? ".eh_frame" : ".debug_frame";
-}
-
-// Skips one encoded value (a personality pointer we never dereference).
-// False for an unknown format or a value running past the data.
-bool skip_encoded_value(CfiReader& reader, uint8_t encoding, uint8_t address_size) {
-  if (encoding == pe::kOmit) return true;
-  uint64_t ignored = 0;
-  return read_encoded_format(reader, encoding, address_size, ignored) && reader.ok();
 }
 
 // The header of one entry: its length (and the 64-bit escape) and its CIE id
@@ -260,7 +82,7 @@ class CfiSectionWalker::Impl {
           break;
       }
       if (is_cie(entry)) {
-        CfiReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
+        ByteReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
         if (auto cie = parse_cie(reader, entry.offset, entry.dwarf64); !cie) {
           bad_cies_.emplace(entry.offset, std::move(cie.error().message));
         }
@@ -324,7 +146,7 @@ class CfiSectionWalker::Impl {
     const uint8_t* const base = out_.bytes.data();
     const uint64_t size = out_.bytes.size();
     entry.offset = pos;
-    CfiReader reader(base + pos, base + size);
+    ByteReader reader(base + pos, base + size);
     uint64_t length = reader.u32();
     if (!reader.ok()) {
       problem = fmt::format("{}: truncated entry: {} bytes left, a length field needs 4", out_.where(pos), size - pos);
@@ -359,7 +181,7 @@ class CfiSectionWalker::Impl {
       problem = fmt::format("{}: entry length {:#x} leaves no room for its CIE id", out_.where(pos), length);
       return EntryKind::kTooShort;
     }
-    CfiReader id_reader(base + entry.id_offset, base + entry.end);
+    ByteReader id_reader(base + entry.id_offset, base + entry.end);
     entry.id = id_reader.fixed(id_size(entry));
     return EntryKind::kEntry;
   }
@@ -401,7 +223,7 @@ class CfiSectionWalker::Impl {
     return true;
   }
 
-  Result<void> parse_cie(CfiReader& reader, uint64_t entry_offset, bool dwarf64) {
+  Result<void> parse_cie(ByteReader& reader, uint64_t entry_offset, bool dwarf64) {
     const bool eh = out_.format == CfiFormat::kEhFrame;
     Cie cie;
     cie.offset = entry_offset;
@@ -450,7 +272,7 @@ class CfiSectionWalker::Impl {
                                     out_.where(entry_offset)));
     }
 
-    CfiReader augmentation_data;
+    ByteReader augmentation_data;
     if (cie.has_augmentation_data) {
       const uint64_t length = reader.uleb128();
       std::span<const uint8_t> data = reader.bytes(length);
@@ -458,7 +280,7 @@ class CfiSectionWalker::Impl {
         return make_error(fmt::format("{}: CIE augmentation data ({} bytes) runs past the end of the CIE",
                                       out_.where(entry_offset), length));
       }
-      augmentation_data = CfiReader(data);
+      augmentation_data = ByteReader(data);
     }
     for (const char c : rest) {
       switch (c) {
@@ -514,7 +336,7 @@ class CfiSectionWalker::Impl {
 
   Result<void> parse_fde(const EntryHeader& entry, uint32_t cie_index, Fde& fde) const {
     const Cie& cie = out_.cies[cie_index];
-    CfiReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
+    ByteReader reader(out_.bytes.data() + entry.id_offset + id_size(entry), out_.bytes.data() + entry.end);
     fde = Fde{};
     fde.offset = entry.offset;
     fde.cie_index = cie_index;
@@ -606,52 +428,6 @@ Result<ParsedCfi> parse_debug_frame(std::span<const uint8_t> bytes, std::string_
   view.bytes = bytes;
   view.file = file;
   return parse_cfi(view);
-}
-
-Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t hdr_vaddr, std::string_view file) {
-  CfiReader reader(bytes);
-  const uint8_t version = reader.u8();
-  const uint8_t eh_frame_ptr_encoding = reader.u8();
-  const uint8_t fde_count_encoding = reader.u8();
-  const uint8_t table_encoding = reader.u8();
-  if (!reader.ok()) return make_error(fmt::format("{}: .eh_frame_hdr+0x0: truncated header ({} bytes)", file, bytes.size()));
-  if (version != 1) return make_error(fmt::format("{}: .eh_frame_hdr+0x0: version {} (expected 1)", file, version));
-  auto field_vaddr = [&] { return hdr_vaddr + static_cast<uint64_t>(reader.position() - bytes.data()); };
-  auto field_offset = [&] { return static_cast<uint64_t>(reader.position() - bytes.data()); };
-
-  EhFrameHdr hdr;
-  // Every datarel value of .eh_frame_hdr is relative to the header's start.
-  uint64_t offset = field_offset();
-  auto eh_frame = read_encoded_pointer(reader, eh_frame_ptr_encoding, field_vaddr(), hdr_vaddr);
-  if (!eh_frame) return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: eh_frame_ptr: {}", file, offset, eh_frame.error().message));
-  hdr.eh_frame_vaddr = *eh_frame;
-  if (fde_count_encoding == pe::kOmit || table_encoding == pe::kOmit) return hdr;
-
-  offset = field_offset();
-  auto count = read_encoded_pointer(reader, fde_count_encoding, field_vaddr(), hdr_vaddr);
-  if (!count) return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: fde_count: {}", file, offset, count.error().message));
-  // Each table entry is two values of at least 2 bytes (LEB128 is not valid
-  // in a binary-search table, but a count bound by the bytes is all we need).
-  if (*count > reader.remaining() / 2) {
-    return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: fde_count {} does not fit in the {} bytes left", file,
-                                  offset, *count, reader.remaining()));
-  }
-  hdr.fde_count = *count;
-  for (uint64_t i = 0; i < hdr.fde_count; ++i) {
-    offset = field_offset();
-    auto initial_location = read_encoded_pointer(reader, table_encoding, field_vaddr(), hdr_vaddr);
-    if (!initial_location) {
-      return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: table entry {}: {}", file, offset, i,
-                                    initial_location.error().message));
-    }
-    auto fde_address = read_encoded_pointer(reader, table_encoding, field_vaddr(), hdr_vaddr);
-    if (!fde_address) {
-      return make_error(fmt::format("{}: .eh_frame_hdr+{:#x}: table entry {}: {}", file, offset, i,
-                                    fde_address.error().message));
-    }
-    if (!hdr.last_fde_vaddr || *fde_address > *hdr.last_fde_vaddr) hdr.last_fde_vaddr = *fde_address;
-  }
-  return hdr;
 }
 
 }  // namespace omniprof::unwind

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,104 +26,9 @@
 #include <vector>
 
 #include "omniprof/support/result.h"
+#include "unwind/pointer_encoding.h"
 
 namespace omniprof::unwind {
-
-// DW_EH_PE_* pointer encodings of .eh_frame (LSB 5.0, "DWARF Extensions").
-// The low nibble is the format, the high nibble how the value applies.
-namespace pe {
-inline constexpr uint8_t kAbsptr = 0x00;
-inline constexpr uint8_t kUleb128 = 0x01;
-inline constexpr uint8_t kUdata2 = 0x02;
-inline constexpr uint8_t kUdata4 = 0x03;
-inline constexpr uint8_t kUdata8 = 0x04;
-inline constexpr uint8_t kSleb128 = 0x09;
-inline constexpr uint8_t kSdata2 = 0x0a;
-inline constexpr uint8_t kSdata4 = 0x0b;
-inline constexpr uint8_t kSdata8 = 0x0c;
-inline constexpr uint8_t kPcrel = 0x10;
-inline constexpr uint8_t kTextrel = 0x20;
-inline constexpr uint8_t kDatarel = 0x30;
-inline constexpr uint8_t kFuncrel = 0x40;
-inline constexpr uint8_t kAligned = 0x50;
-inline constexpr uint8_t kIndirect = 0x80;
-inline constexpr uint8_t kOmit = 0xff;
-}  // namespace pe
-
-// "DW_EH_PE_pcrel|DW_EH_PE_sdata4 (0x1b)": for error messages.
-std::string pointer_encoding_name(uint8_t encoding);
-
-// Bounds-checked little-endian reader over a byte span. A read past the end
-// (or a LEB128 number that does not fit in 64 bits) returns 0 and latches a
-// failure: callers read a whole field group, then check `ok()` once, which
-// keeps the hot path free of per-read branches into error formatting.
-class CfiReader {
- public:
-  CfiReader() = default;
-  CfiReader(const uint8_t* begin, const uint8_t* end) : pos_(begin), end_(end) {}
-  explicit CfiReader(std::span<const uint8_t> bytes) : pos_(bytes.data()), end_(bytes.data() + bytes.size()) {}
-
-  bool ok() const { return !failed_; }
-  const uint8_t* position() const { return pos_; }
-  const uint8_t* end() const { return end_; }
-  size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
-  bool at_end() const { return pos_ >= end_; }
-
-  // The readers of fixed-size values are inline: parsing a section is mostly
-  // these calls.
-  uint8_t u8() {
-    if (pos_ >= end_) return fail<uint8_t>();
-    return *pos_++;
-  }
-  uint16_t u16() { return little_endian<uint16_t>(); }
-  uint32_t u32() { return little_endian<uint32_t>(); }
-  uint64_t u64() { return little_endian<uint64_t>(); }
-  // Little-endian unsigned value of `size` (1..8) bytes.
-  uint64_t fixed(size_t size) {
-    switch (size) {
-      case 1: return u8();
-      case 2: return u16();
-      case 4: return u32();
-      case 8: return u64();
-      default: return odd_sized(size);
-    }
-  }
-  uint64_t uleb128() {
-    if (pos_ < end_ && *pos_ < 0x80) return *pos_++;  // most values fit in one byte
-    return uleb128_multibyte();
-  }
-  int64_t sleb128();
-  // The next `size` bytes as a span (empty, and failed, when fewer remain).
-  std::span<const uint8_t> bytes(uint64_t size);
-  void skip(uint64_t size) { (void)bytes(size); }
-  // A NUL-terminated string (without the NUL).
-  std::string_view c_string();
-
- private:
-  // x86-64 is the only target and ELF files of the other byte order are
-  // rejected before any section is parsed, so host order is file order.
-  template <typename T>
-  T little_endian() {
-    if (remaining() < sizeof(T)) return fail<T>();
-    T value;
-    std::memcpy(&value, pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return value;
-  }
-  uint64_t odd_sized(size_t size);
-  uint64_t uleb128_multibyte();
-
-  template <typename T>
-  T fail() {
-    failed_ = true;
-    pos_ = end_;
-    return T{};
-  }
-
-  const uint8_t* pos_ = nullptr;
-  const uint8_t* end_ = nullptr;
-  bool failed_ = false;
-};
 
 enum class CfiFormat : uint8_t {
   kEhFrame,     // .eh_frame: CIE id 0, relative CIE pointers, DW_EH_PE_* encodings
@@ -255,24 +159,5 @@ Result<ParsedCfi> parse_cfi(const CfiSectionView& section);
 Result<ParsedCfi> parse_eh_frame(std::span<const uint8_t> bytes, uint64_t section_vaddr,
                                  std::string_view file = "<memory>");
 Result<ParsedCfi> parse_debug_frame(std::span<const uint8_t> bytes, std::string_view file = "<memory>");
-
-// Decodes one DW_EH_PE_* value at the reader's position. `field_vaddr` is the
-// run-time address of the field (pcrel base). Rejects what x86-64 CFI cannot
-// use, by name: indirect, textrel, funcrel, aligned, omit, datarel without a
-// base. Returns the error text (without location) or the value.
-Result<uint64_t> read_encoded_pointer(CfiReader& reader, uint8_t encoding, uint64_t field_vaddr,
-                                      std::optional<uint64_t> data_base, uint8_t address_size = 8);
-
-// .eh_frame_hdr (what PT_GNU_EH_FRAME points at): version 1, then the
-// encoded address of .eh_frame and a binary-search table of FDEs.
-struct EhFrameHdr {
-  uint64_t eh_frame_vaddr = 0;
-  uint64_t fde_count = 0;  // 0 when the table is omitted
-  // Address of the FDE with the highest address in the table: the end of
-  // .eh_frame is at most that FDE's end. Absent without a table.
-  std::optional<uint64_t> last_fde_vaddr;
-};
-Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> bytes, uint64_t hdr_vaddr,
-                                      std::string_view file = "<memory>");
 
 }  // namespace omniprof::unwind

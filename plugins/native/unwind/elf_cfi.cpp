@@ -10,6 +10,8 @@
 
 #include "omniprof/support/debug_file_finder.h"
 #include "omniprof/support/elf_file.h"
+#include "unwind/byte_reader.h"
+#include "unwind/eh_frame_hdr.h"
 
 namespace omniprof::unwind {
 
@@ -103,7 +105,7 @@ Result<std::optional<CfiSection>> read_eh_frame_through_hdr(const ElfFile& elf) 
         !read) {
       return read.error();
     }
-    CfiReader length_reader(length_bytes, length_bytes + readable);
+    ByteReader length_reader(length_bytes, length_bytes + readable);
     uint64_t length = length_reader.u32();
     uint64_t header_size = 4;
     if (length == 0xffffffff) {

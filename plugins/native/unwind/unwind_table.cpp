@@ -86,7 +86,7 @@ UnwindRow end_of_function_marker(uint64_t pc) {
 // Part of an FDE's range that contributes rows: FDEs are cut where a section
 // of higher priority, or an FDE of the same section starting earlier,
 // already describes the addresses. The FDE is found again by its offset
-// (sections are at most 1 GiB: kMaxSectionSize in dwarf_cfi.cpp), so
+// (sections are at most 1 GiB: kMaxInflatedSectionBytes, omniprof/support/elf_file.h), so
 // nothing else of it is kept between the passes.
 struct Piece {
   uint64_t begin;
