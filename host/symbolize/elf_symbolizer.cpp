@@ -317,7 +317,11 @@ Result<std::shared_ptr<const ElfSymbolizer::LoadedFile>> ElfSymbolizer::get(cons
   return file;
 }
 
-Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbol_at(const LoadedFile& loaded, uint64_t elf_vaddr) {
+Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(uint64_t file_id, const std::string& path,
+                                                                      uint64_t elf_vaddr, const DebugLookup& debug) {
+  auto file = get(file_id, path, debug);
+  if (!file) return file.error();
+  const LoadedFile& loaded = **file;
   if (loaded.symbols_error) return *loaded.symbols_error;
   const LoadedFile::Entry* entry = loaded.function_at(elf_vaddr);
   if (entry == nullptr) return std::optional<Symbol>();
@@ -329,19 +333,34 @@ Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbol_at(const Load
   return std::optional<Symbol>(std::move(symbol));
 }
 
-Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(uint64_t file_id, const std::string& path,
-                                                                      uint64_t elf_vaddr, const DebugLookup& debug) {
-  auto file = get(file_id, path, debug);
-  if (!file) return file.error();
-  return symbol_at(**file, elf_vaddr);
-}
-
 Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(uint64_t file_id, const std::string& path,
                                                       uint64_t runtime_addr, uint64_t map_start,
                                                       uint64_t map_file_offset, const DebugLookup& debug) {
   auto file = get(file_id, path, debug);
   if (!file) return file.error();
-  return elf_vaddr_of(**file, path, runtime_addr, map_start, map_file_offset);
+  if (runtime_addr < map_start) {
+    return make_error(fmt::format("{}: address {:#x} is below its mapping start {:#x}", path,
+                                  runtime_addr, map_start));
+  }
+  // The loader maps each PT_LOAD from its page-aligned file offset, so a
+  // mapping's offset may lie a little below p_offset; and mprotect (RELRO)
+  // may split one segment's mapping, giving offsets inside it. When two
+  // segments share a file page, the one starting closest below the mapping's
+  // offset is the one that was mapped there.
+  const uint64_t page_mask = ~(page_size() - 1);
+  const LoadSegment* segment = nullptr;
+  for (const LoadSegment& candidate : (*file)->segments) {
+    const uint64_t mapped_from = candidate.offset & page_mask;
+    if (map_file_offset < mapped_from || map_file_offset >= candidate.offset + candidate.filesz) continue;
+    if (segment == nullptr || mapped_from > (segment->offset & page_mask)) segment = &candidate;
+  }
+  if (segment == nullptr) {
+    return make_error(fmt::format("{}: no PT_LOAD segment contains file offset {:#x}", path,
+                                  map_file_offset));
+  }
+  // Unsigned wrap-around is intended: the intermediate terms may underflow,
+  // the sum is exact.
+  return runtime_addr - map_start + map_file_offset - segment->offset + segment->vaddr;
 }
 
 Result<std::string> ElfSymbolizer::build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug) {
@@ -372,48 +391,6 @@ void ElfSymbolizer::forget_if(const std::function<bool(uint64_t file_id)>& gone)
   }
 }
 
-Result<std::optional<ElfSymbolizer::Symbol>> ElfSymbolizer::symbolize(const std::string& path, uint64_t elf_vaddr,
-                                                                      const std::string& root_prefix) {
-  auto file = get(path, root_prefix);
-  if (!file) return file.error();
-  return symbol_at(**file, elf_vaddr);
-}
-
-Result<uint64_t> ElfSymbolizer::runtime_to_elf_vaddr(const std::string& path, uint64_t runtime_addr,
-                                                      uint64_t map_start, uint64_t map_file_offset,
-                                                      const std::string& root_prefix) {
-  auto file = get(path, root_prefix);
-  if (!file) return file.error();
-  return elf_vaddr_of(**file, root_prefix + path, runtime_addr, map_start, map_file_offset);
-}
-
-Result<uint64_t> ElfSymbolizer::elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
-                                             uint64_t map_start, uint64_t map_file_offset) {
-  if (runtime_addr < map_start) {
-    return make_error(fmt::format("{}: address {:#x} is below its mapping start {:#x}", name,
-                                  runtime_addr, map_start));
-  }
-  // The loader maps each PT_LOAD from its page-aligned file offset, so a
-  // mapping's offset may lie a little below p_offset; and mprotect (RELRO)
-  // may split one segment's mapping, giving offsets inside it. When two
-  // segments share a file page, the one starting closest below the mapping's
-  // offset is the one that was mapped there.
-  const uint64_t page_mask = ~(page_size() - 1);
-  const LoadSegment* segment = nullptr;
-  for (const LoadSegment& candidate : file.segments) {
-    const uint64_t mapped_from = candidate.offset & page_mask;
-    if (map_file_offset < mapped_from || map_file_offset >= candidate.offset + candidate.filesz) continue;
-    if (segment == nullptr || mapped_from > (segment->offset & page_mask)) segment = &candidate;
-  }
-  if (segment == nullptr) {
-    return make_error(fmt::format("{}: no PT_LOAD segment contains file offset {:#x}", name,
-                                  map_file_offset));
-  }
-  // Unsigned wrap-around is intended: the intermediate terms may underflow,
-  // the sum is exact.
-  return runtime_addr - map_start + map_file_offset - segment->offset + segment->vaddr;
-}
-
 Result<std::optional<std::pair<uint64_t, uint64_t>>> ElfSymbolizer::find_symbol(const std::string& path,
                                                                                  const std::string& name,
                                                                                  const std::string& root_prefix) {
@@ -425,12 +402,6 @@ Result<std::optional<std::pair<uint64_t, uint64_t>>> ElfSymbolizer::find_symbol(
   const LoadedFile::Entry* entry = loaded.symbol_named(name);
   if (entry == nullptr) return Found();
   return Found(std::make_pair(entry->start, entry->size));
-}
-
-Result<std::string> ElfSymbolizer::build_id(const std::string& path, const std::string& root_prefix) {
-  auto file = get(path, root_prefix);
-  if (!file) return file.error();
-  return (*file)->build_id;
 }
 
 Result<std::optional<std::string>> ElfSymbolizer::debug_file(const std::string& path,

@@ -1,22 +1,25 @@
 // ElfSymbolizer: turns addresses inside ELF files into function names.
 //
 // A whole-system profile sees the same libraries (libc, libstdc++, ...) mapped
-// by hundreds of processes, so each file is read once and cached under its
-// identity (device, inode, mtime, size), not its path: the same path may be a
+// by hundreds of processes, so each file is parsed once and cached. Addresses
+// are named by FileID (executables/file_id.h: the file's content identity,
+// found when the process was read): the file is cached under it and read
+// once however many paths reach it (a descriptor per process, a copy per
+// container). find_symbol and debug_file take a path instead (plugins ask
+// for a symbol by path) and cache under the identity stat() gives the file
+// (device, inode, mtime, size), not its path: the same path may be a
 // different file in another container, and an upgraded library gets a new
-// entry instead of stale symbols. Callers that identified the file already
-// (a FileID, see executables/file_id.h) use the FileID overloads: the file
-// is then cached under its FileID, read once however many paths reach it.
-// Thread-safe.
+// entry instead of stale symbols. Thread-safe.
 //
 // Symbols come from .symtab and .dynsym; a stripped file (no .symtab) gets its
 // .symtab from the separate debug file when DebugFileFinder finds one.
 //
-// Paths: `path` is the path as the process sees it (e.g. from /proc/PID/maps)
-// and `root_prefix` is where that process's root is visible from here, e.g.
-// "/proc/PID/root" for a process in a container ("" for this mount
-// namespace). The file read is root_prefix + path. A path of the form
-// /proc/PID/root/... given without a prefix is split the same way.
+// Paths given to find_symbol and debug_file: `path` is the path as the
+// process sees it (e.g. from /proc/PID/maps) and `root_prefix` is where that
+// process's root is visible from here, e.g. "/proc/PID/root" for a process in
+// a container ("" for this mount namespace). The file read is root_prefix +
+// path. A path of the form /proc/PID/root/... given without a prefix is
+// split the same way.
 #pragma once
 
 #include <cstdint>
@@ -49,30 +52,6 @@ class ElfSymbolizer {
   ElfSymbolizer(const ElfSymbolizer&) = delete;
   ElfSymbolizer& operator=(const ElfSymbolizer&) = delete;
 
-  // The function containing `elf_vaddr` (an address in the file's own
-  // virtual address space, see runtime_to_elf_vaddr), or nullopt when no
-  // function symbol covers it. Errors: the file is missing or not ELF.
-  Result<std::optional<Symbol>> symbolize(const std::string& path, uint64_t elf_vaddr,
-                                          const std::string& root_prefix = "");
-
-  // Converts an address of a running process into the ELF virtual address of
-  // the file mapped there. map_start and map_file_offset are the start and
-  // file offset of the /proc/PID/maps entry containing runtime_addr. Works the
-  // same for PIE executables, shared libraries (load bias = map_start -
-  // (map_file_offset - p_offset + p_vaddr)) and non-PIE executables (bias 0).
-  Result<uint64_t> runtime_to_elf_vaddr(const std::string& path, uint64_t runtime_addr, uint64_t map_start,
-                                        uint64_t map_file_offset, const std::string& root_prefix = "");
-
-  // (value, size) of the symbol with this raw (mangled) name: functions and
-  // data objects (STT_OBJECT, STT_TLS), global definitions preferred.
-  Result<std::optional<std::pair<uint64_t, uint64_t>>> find_symbol(const std::string& path, const std::string& name,
-                                                                   const std::string& root_prefix = "");
-
-  // Build ID of the file (hex, "" when it has none).
-  Result<std::string> build_id(const std::string& path, const std::string& root_prefix = "");
-  // The separate debug file symbols were read from, if one was used.
-  Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
-
   // Where to look for the separate debug file of a file read through a
   // path that names nothing (a descriptor, /proc/self/fd/N): its path as the
   // process sees it and where that process's root is visible from here
@@ -84,21 +63,39 @@ class ElfSymbolizer {
     std::string_view root_prefix;
   };
 
-  // The same, for a file the caller identified by its FileID
-  // (executables/file_id.h): cached under that id, so the same library
-  // reached through many paths (a descriptor per process, a copy per
-  // container) is read once; `path` (and `debug`) are used on a miss only.
-  // A file that cannot be read is not cached under its id (the next call
-  // retries).
+  // By FileID: the file is cached under `file_id`; `path` (the file read,
+  // named in errors) and `debug` are used on a miss only. A file that cannot
+  // be read is not cached (the next call retries).
+  //
+  // The function containing `elf_vaddr` (an address in the file's own
+  // virtual address space, see runtime_to_elf_vaddr), or nullopt when no
+  // function symbol covers it. Errors: the file is missing or not ELF.
   Result<std::optional<Symbol>> symbolize(uint64_t file_id, const std::string& path, uint64_t elf_vaddr,
                                           const DebugLookup& debug = {});
+  // Converts an address of a running process into the ELF virtual address of
+  // the file mapped there. map_start and map_file_offset are the start and
+  // file offset of the /proc/PID/maps entry containing runtime_addr. Works the
+  // same for PIE executables, shared libraries (load bias = map_start -
+  // (map_file_offset - p_offset + p_vaddr)) and non-PIE executables (bias 0).
   Result<uint64_t> runtime_to_elf_vaddr(uint64_t file_id, const std::string& path, uint64_t runtime_addr,
                                         uint64_t map_start, uint64_t map_file_offset, const DebugLookup& debug = {});
+  // Build ID of the file (hex, "" when it has none).
   Result<std::string> build_id(uint64_t file_id, const std::string& path, const DebugLookup& debug = {});
   // Drops what is cached under `file_id` (no process maps it any more).
   void forget(uint64_t file_id);
   // forget() for every FileID cached for which `gone` is true.
   void forget_if(const std::function<bool(uint64_t file_id)>& gone);
+
+  // By path (`path` and `root_prefix`: see the top of this file), cached
+  // under the file's stat() identity, errors too (a broken file is not read
+  // again until it changes).
+  //
+  // (value, size) of the symbol with this raw (mangled) name: functions and
+  // data objects (STT_OBJECT, STT_TLS), global definitions preferred.
+  Result<std::optional<std::pair<uint64_t, uint64_t>>> find_symbol(const std::string& path, const std::string& name,
+                                                                   const std::string& root_prefix = "");
+  // The separate debug file symbols were read from, if one was used.
+  Result<std::optional<std::string>> debug_file(const std::string& path, const std::string& root_prefix = "");
 
   size_t cached_file_count() const;
 
@@ -129,9 +126,6 @@ class ElfSymbolizer {
   // `path` is the file read; `debug` where its debug file is looked for.
   Result<std::shared_ptr<const LoadedFile>> get(const FileKey& key, const std::string& path, const DebugLookup& debug,
                                                 bool cache_errors);
-  static Result<std::optional<Symbol>> symbol_at(const LoadedFile& file, uint64_t elf_vaddr);
-  static Result<uint64_t> elf_vaddr_of(const LoadedFile& file, const std::string& name, uint64_t runtime_addr,
-                                       uint64_t map_start, uint64_t map_file_offset);
   std::shared_ptr<const LoadedFile> load(const std::string& path, const DebugLookup& debug) const;
 
   const DebugFileFinder debug_file_finder_;

@@ -279,7 +279,7 @@ Result<void> ElfFile::validate() {
     program_headers_.push_back(
         ProgramHeader{phdr.p_type, phdr.p_flags, phdr.p_offset, phdr.p_vaddr, phdr.p_filesz, phdr.p_memsz});
     if (phdr.p_type == PT_LOAD) {
-      load_segments_.push_back(LoadSegment{phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, phdr.p_memsz, phdr.p_flags});
+      load_segments_.push_back(program_headers_.back());
     } else if (phdr.p_type == PT_TLS) {
       tls_segment_ = TlsSegment{phdr.p_vaddr, phdr.p_memsz, phdr.p_align ? phdr.p_align : 1};
     }

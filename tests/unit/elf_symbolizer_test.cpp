@@ -146,9 +146,13 @@ const std::vector<std::pair<std::string, std::string>>& known_executable_functio
   return functions;
 }
 
-std::optional<ElfSymbolizer::Symbol> symbolize_or_fail(ElfSymbolizer& symbolizer, const std::string& path,
-                                                       uint64_t address, const std::string& root_prefix = "") {
-  auto symbol = symbolizer.symbolize(path, address, root_prefix);
+// Names `address` of root_prefix + path, cached under `file_id` (any
+// nonzero id, one per file in a symbolizer); its debug file is looked for
+// by `path` under `root_prefix`.
+std::optional<ElfSymbolizer::Symbol> symbolize_or_fail(ElfSymbolizer& symbolizer, uint64_t file_id,
+                                                       const std::string& path, uint64_t address,
+                                                       const std::string& root_prefix = "") {
+  auto symbol = symbolizer.symbolize(file_id, root_prefix + path, address, {path, root_prefix});
   EXPECT_TRUE(symbol.ok()) << symbol.error().message;
   if (!symbol.ok()) return std::nullopt;
   return *symbol;
@@ -402,7 +406,7 @@ class MalformedElfTest : public ::testing::Test {
       EXPECT_NE(file.error().message.find(message_part), std::string::npos) << file.error().message;
       EXPECT_FALSE(read_build_id(path).ok());
     }
-    auto symbol = symbolizer_.symbolize(path, 0x1000);
+    auto symbol = symbolizer_.symbolize(1, path, 0x1000);
     EXPECT_FALSE(symbol.ok());
   }
 
@@ -497,7 +501,7 @@ TEST_F(MalformedElfTest, NotARegularFile) {
   auto missing = ElfFile::open(dir_.path() + "/missing.so");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find(dir_.path() + "/missing.so"), std::string::npos);
-  auto symbol = symbolizer_.symbolize(dir_.path() + "/missing.so", 0x1000);
+  auto symbol = symbolizer_.symbolize(1, dir_.path() + "/missing.so", 0x1000);
   ASSERT_FALSE(symbol.ok());
   EXPECT_NE(symbol.error().message.find("missing.so"), std::string::npos);
 }
@@ -545,8 +549,9 @@ TEST_F(MalformedElfTest, RandomCorruptionNeverCrashes) {
     } else {
       EXPECT_FALSE(file.error().message.empty());
     }
-    (void)symbolizer_.symbolize(path, 0x1120);
-    (void)symbolizer_.runtime_to_elf_vaddr(path, 0x7f0000001120, 0x7f0000001000, 0x1000);
+    const uint64_t file_id = static_cast<uint64_t>(iteration) + 1;
+    (void)symbolizer_.symbolize(file_id, path, 0x1120);
+    (void)symbolizer_.runtime_to_elf_vaddr(file_id, path, 0x7f0000001120, 0x7f0000001000, 0x1000);
     (void)symbolizer_.find_symbol(path, "omniprof_fixture_lib_add");
   }
 }
@@ -603,7 +608,7 @@ TEST(CompressedSectionsTest, CompressedSymbolTableIsRead) {
 
   ElfSymbolizer symbolizer;
   const auto nm = nm_symbols(fixture("symbols_nopie"));
-  auto symbol = symbolize_or_fail(symbolizer, path, nm.at("omniprof_fixture_alpha").address + 1);
+  auto symbol = symbolize_or_fail(symbolizer, 1, path, nm.at("omniprof_fixture_alpha").address + 1);
   ASSERT_TRUE(symbol.has_value());
   EXPECT_EQ(symbol->name, "omniprof_fixture_alpha");
 }
@@ -656,7 +661,7 @@ TEST(CompressedSectionsTest, LyingUncompressedSizeIsRefusedBeforeInflating) {
     EXPECT_FALSE(file->load_segments().empty());
 
     ElfSymbolizer symbolizer;
-    auto symbol = symbolizer.symbolize(path, 0x401000);
+    auto symbol = symbolizer.symbolize(1, path, 0x401000);
     ASSERT_FALSE(symbol.ok());
     EXPECT_NE(symbol.error().message.find(".symtab"), std::string::npos) << symbol.error().message;
   }
@@ -676,7 +681,7 @@ TEST_P(ElfSymbolizerExecutableTest, NamesKnownFunctionsAtStartMiddleAndEnd) {
     const NmSymbol& expected = nm.at(raw_name);
     ASSERT_GT(expected.size, 1u);
     for (uint64_t offset : {uint64_t{0}, expected.size / 2, expected.size - 1}) {
-      auto symbol = symbolize_or_fail(symbolizer, path, expected.address + offset);
+      auto symbol = symbolize_or_fail(symbolizer, 1, path, expected.address + offset);
       ASSERT_TRUE(symbol.has_value()) << "offset " << offset;
       EXPECT_EQ(symbol->name, display_name);
       EXPECT_EQ(symbol->system_name, raw_name);
@@ -694,7 +699,7 @@ TEST_P(ElfSymbolizerExecutableTest, PrefersGlobalAliasDeterministically) {
   ASSERT_EQ(nm.at("omniprof_fixture_weak_alias").address, nm.at("omniprof_fixture_global_alias").address);
   ElfSymbolizer symbolizer;
   for (uint64_t offset : {0, 5, 15}) {
-    auto symbol = symbolize_or_fail(symbolizer, path, nm.at("omniprof_fixture_global_alias").address + offset);
+    auto symbol = symbolize_or_fail(symbolizer, 1, path, nm.at("omniprof_fixture_global_alias").address + offset);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, "omniprof_fixture_global_alias");
   }
@@ -709,11 +714,11 @@ TEST_P(ElfSymbolizerExecutableTest, SizedSymbolDoesNotCoverTheGapAfterIt) {
   ASSERT_EQ(next.address - sized.address, 32u);  // 8 bytes of function, 24 of nothing
   ElfSymbolizer symbolizer;
 
-  auto inside = symbolize_or_fail(symbolizer, path, sized.address + 7);
+  auto inside = symbolize_or_fail(symbolizer, 1, path, sized.address + 7);
   ASSERT_TRUE(inside.has_value());
   EXPECT_EQ(inside->name, "omniprof_fixture_sized_with_gap");
   for (uint64_t gap_offset : {8, 20, 31}) {
-    auto in_gap = symbolizer.symbolize(path, sized.address + gap_offset);
+    auto in_gap = symbolizer.symbolize(1, path, sized.address + gap_offset);
     ASSERT_TRUE(in_gap.ok()) << in_gap.error().message;
     EXPECT_FALSE(in_gap->has_value()) << "gap offset " << gap_offset << " named " << (*in_gap)->name;
   }
@@ -729,12 +734,12 @@ TEST_P(ElfSymbolizerExecutableTest, UnsizedSymbolExtendsToTheNextSymbol) {
   ElfSymbolizer symbolizer;
 
   for (uint64_t offset : {0, 20, 39}) {
-    auto symbol = symbolize_or_fail(symbolizer, path, unsized.address + offset);
+    auto symbol = symbolize_or_fail(symbolizer, 1, path, unsized.address + offset);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, "omniprof_fixture_unsized");
     EXPECT_EQ(symbol->size, 0u);
   }
-  auto after = symbolize_or_fail(symbolizer, path, next.address);
+  auto after = symbolize_or_fail(symbolizer, 1, path, next.address);
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->name, "omniprof_fixture_after_unsized");
 }
@@ -743,7 +748,7 @@ TEST_P(ElfSymbolizerExecutableTest, AddressesOutsideAnyFunctionHaveNoSymbol) {
   const std::string path = fixture(GetParam());
   ElfSymbolizer symbolizer;
   for (uint64_t address : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}, uint64_t{1} << 40}) {
-    auto symbol = symbolizer.symbolize(path, address);
+    auto symbol = symbolizer.symbolize(1, path, address);
     ASSERT_TRUE(symbol.ok()) << symbol.error().message;
     EXPECT_FALSE(symbol->has_value()) << std::hex << address << " named " << (*symbol)->name;
   }
@@ -777,7 +782,7 @@ TEST(ElfSymbolizerTest, NamesLibraryFunctions) {
   for (const std::string name : {"omniprof_fixture_lib_add", "omniprof_fixture_lib_mul", "omniprof_fixture_lib_hidden"}) {
     SCOPED_TRACE(name);
     const NmSymbol expected = nm.at(name);
-    auto symbol = symbolize_or_fail(symbolizer, path, expected.address + expected.size / 2);
+    auto symbol = symbolize_or_fail(symbolizer, 1, path, expected.address + expected.size / 2);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, name);
     EXPECT_EQ(symbol->start, expected.address);
@@ -794,7 +799,7 @@ TEST(DebugFileTest, DebuglinkDebugFileSuppliesSymbolsOfStrippedBinary) {
   IsolatedSymbolizer isolated;
   for (const auto& [raw_name, display_name] : known_executable_functions()) {
     SCOPED_TRACE(raw_name);
-    auto symbol = symbolize_or_fail(isolated.symbolizer, stripped, nm.at(raw_name).address + 1);
+    auto symbol = symbolize_or_fail(isolated.symbolizer, 1, stripped, nm.at(raw_name).address + 1);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, display_name);
   }
@@ -843,13 +848,13 @@ TEST(DebugFileTest, FinderSearchesEveryDebuglinkLocation) {
   EXPECT_EQ(finder.find(*elf, alone), std::nullopt);
   ElfSymbolizer symbolizer{finder};
   const auto nm = nm_symbols(fixture("symbols_pie"));
-  auto symbol = symbolizer.symbolize(alone, nm.at("omniprof_fixture_alpha").address);
+  auto symbol = symbolizer.symbolize(1, alone, nm.at("omniprof_fixture_alpha").address, {alone});
   ASSERT_TRUE(symbol.ok()) << symbol.error().message;
   EXPECT_FALSE(symbol->has_value());
   auto debug_file = symbolizer.debug_file(alone);
   ASSERT_TRUE(debug_file.ok());
   EXPECT_EQ(*debug_file, std::nullopt);
-  auto found = symbolizer.symbolize(mismatched, nm.at("omniprof_fixture_alpha").address);
+  auto found = symbolizer.symbolize(2, mismatched, nm.at("omniprof_fixture_alpha").address, {mismatched});
   ASSERT_TRUE(found.ok()) << found.error().message;
   EXPECT_FALSE(found->has_value()) << "used a debug file with the wrong CRC";
 }
@@ -871,7 +876,7 @@ TEST(DebugFileTest, BuildIdDebugFileSuppliesSymbolsOfStrippedLibrary) {
   ElfSymbolizer symbolizer{finder};
   for (const std::string name : {"omniprof_fixture_lib_add", "omniprof_fixture_lib_mul", "omniprof_fixture_lib_hidden"}) {
     SCOPED_TRACE(name);
-    auto symbol = symbolize_or_fail(symbolizer, stripped, nm.at(name).address + 2);
+    auto symbol = symbolize_or_fail(symbolizer, 1, stripped, nm.at(name).address + 2);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, name);
   }
@@ -881,10 +886,11 @@ TEST(DebugFileTest, BuildIdDebugFileSuppliesSymbolsOfStrippedLibrary) {
 
   // Without the debug file only the exported functions (.dynsym) are known.
   IsolatedSymbolizer isolated;
-  auto exported = symbolize_or_fail(isolated.symbolizer, stripped, nm.at("omniprof_fixture_lib_add").address + 2);
+  auto exported = symbolize_or_fail(isolated.symbolizer, 1, stripped, nm.at("omniprof_fixture_lib_add").address + 2);
   ASSERT_TRUE(exported.has_value());
   EXPECT_EQ(exported->name, "omniprof_fixture_lib_add");
-  auto hidden = isolated.symbolizer.symbolize(stripped, nm.at("omniprof_fixture_lib_hidden").address + 2);
+  auto hidden =
+      isolated.symbolizer.symbolize(1, stripped, nm.at("omniprof_fixture_lib_hidden").address + 2, {stripped});
   ASSERT_TRUE(hidden.ok()) << hidden.error().message;
   EXPECT_FALSE(hidden->has_value());
 }
@@ -904,7 +910,7 @@ TEST(DebugFileTest, RootPrefixLocatesFilesOfAnotherMountNamespace) {
 
   ElfSymbolizer symbolizer{DebugFileFinder("/usr/lib/debug")};
   const auto pie_nm = nm_symbols(fixture("symbols_pie"));
-  auto alpha = symbolize_or_fail(symbolizer, "/opt/app/symbols_pie_stripped",
+  auto alpha = symbolize_or_fail(symbolizer, 1, "/opt/app/symbols_pie_stripped",
                                  pie_nm.at("omniprof_fixture_alpha").address + 3, root.path());
   ASSERT_TRUE(alpha.has_value());
   EXPECT_EQ(alpha->name, "omniprof_fixture_alpha");
@@ -913,7 +919,7 @@ TEST(DebugFileTest, RootPrefixLocatesFilesOfAnotherMountNamespace) {
   EXPECT_EQ(*debuglink_file, root.path() + "/opt/app/.debug/symbols_pie_stripped.debug");
 
   const auto lib_nm = nm_symbols(fixture("libsymbols_fixture.so"));
-  auto hidden = symbolize_or_fail(symbolizer, "/lib/libsymbols_fixture_stripped.so",
+  auto hidden = symbolize_or_fail(symbolizer, 2, "/lib/libsymbols_fixture_stripped.so",
                                   lib_nm.at("omniprof_fixture_lib_hidden").address, root.path());
   ASSERT_TRUE(hidden.has_value());
   EXPECT_EQ(hidden->name, "omniprof_fixture_lib_hidden");
@@ -950,9 +956,10 @@ TEST(DebugFileTest, FileReadThroughADescriptorFindsItsDebugFileByTheProcessName)
 }
 
 TEST(DebugFileTest, ProcRootPathsAreSplitIntoPrefixAndPath) {
-  // Callers may pass /proc/PID/root/<path> as one host path; the debug file
-  // must still be looked up relative to <path> inside that root. This
-  // process's own root is "/", which makes the lookup checkable here.
+  // Callers of the by-path lookups may pass /proc/PID/root/<path> as one
+  // host path; the debug file must still be looked up relative to <path>
+  // inside that root. This process's own root is "/", which makes the
+  // lookup checkable here.
   TempDir dir;
   const std::string binary = dir.file("app/symbols_pie_stripped");
   fs::copy_file(fixture("symbols_pie_stripped"), binary);
@@ -962,9 +969,10 @@ TEST(DebugFileTest, ProcRootPathsAreSplitIntoPrefixAndPath) {
 
   ElfSymbolizer symbolizer{DebugFileFinder(dir.path() + "/debug_root")};
   const auto nm = nm_symbols(fixture("symbols_pie"));
-  auto symbol = symbolize_or_fail(symbolizer, proc_root + binary, nm.at("omniprof_fixture_beta").address);
-  ASSERT_TRUE(symbol.has_value());
-  EXPECT_EQ(symbol->name, "omniprof_fixture_beta");
+  auto beta = symbolizer.find_symbol(proc_root + binary, "omniprof_fixture_beta");  // .symtab only
+  ASSERT_TRUE(beta.ok()) << beta.error().message;
+  ASSERT_TRUE(beta->has_value());
+  EXPECT_EQ((*beta)->first, nm.at("omniprof_fixture_beta").address);
   auto debug_file = symbolizer.debug_file(proc_root + binary);
   ASSERT_TRUE(debug_file.ok()) << debug_file.error().message;
   EXPECT_EQ(*debug_file, proc_root + global_debug);
@@ -978,8 +986,10 @@ struct ResolvedAddress {
 };
 
 // What a profiler does with a sampled address: find its mapping in
-// /proc/PID/maps, then convert to the ELF file's own address.
-ResolvedAddress resolve_runtime_address(ElfSymbolizer& symbolizer, int pid, uint64_t runtime_address) {
+// /proc/PID/maps, then convert to the ELF file's own address. `file_id`:
+// the file the address is expected in (cached under that id).
+ResolvedAddress resolve_runtime_address(ElfSymbolizer& symbolizer, uint64_t file_id, int pid,
+                                        uint64_t runtime_address) {
   auto mappings = read_proc_maps(pid);
   EXPECT_TRUE(mappings.ok()) << mappings.error().message;
   if (!mappings.ok()) return {};
@@ -987,7 +997,8 @@ ResolvedAddress resolve_runtime_address(ElfSymbolizer& symbolizer, int pid, uint
   EXPECT_NE(mapping, nullptr) << std::hex << runtime_address;
   if (mapping == nullptr) return {};
   EXPECT_TRUE(mapping->is_file_backed()) << mapping->path;
-  auto vaddr = symbolizer.runtime_to_elf_vaddr(mapping->path, runtime_address, mapping->start, mapping->offset);
+  auto vaddr =
+      symbolizer.runtime_to_elf_vaddr(file_id, mapping->path, runtime_address, mapping->start, mapping->offset);
   EXPECT_TRUE(vaddr.ok()) << vaddr.error().message;
   if (!vaddr.ok()) return {};
   return ResolvedAddress{mapping->path, *vaddr};
@@ -1006,10 +1017,10 @@ TEST(RuntimeAddressTest, DlopenedSharedLibrary) {
     ASSERT_NE(function, nullptr) << ::dlerror();
     for (uint64_t offset : {0, 3}) {
       const ResolvedAddress resolved =
-          resolve_runtime_address(symbolizer, ::getpid(), reinterpret_cast<uint64_t>(function) + offset);
+          resolve_runtime_address(symbolizer, 1, ::getpid(), reinterpret_cast<uint64_t>(function) + offset);
       EXPECT_EQ(fs::canonical(resolved.path), fs::canonical(path));
       EXPECT_EQ(resolved.elf_vaddr, nm.at(name).address + offset);
-      auto symbol = symbolize_or_fail(symbolizer, resolved.path, resolved.elf_vaddr);
+      auto symbol = symbolize_or_fail(symbolizer, 1, resolved.path, resolved.elf_vaddr);
       ASSERT_TRUE(symbol.has_value());
       EXPECT_EQ(symbol->name, name);
     }
@@ -1019,7 +1030,8 @@ TEST(RuntimeAddressTest, DlopenedSharedLibrary) {
   // splits its mapping, so this checks that the right segment is used.
   void* state = ::dlsym(handle, "omniprof_fixture_lib_state");
   ASSERT_NE(state, nullptr) << ::dlerror();
-  const ResolvedAddress resolved = resolve_runtime_address(symbolizer, ::getpid(), reinterpret_cast<uint64_t>(state));
+  const ResolvedAddress resolved =
+      resolve_runtime_address(symbolizer, 1, ::getpid(), reinterpret_cast<uint64_t>(state));
   EXPECT_EQ(resolved.elf_vaddr, nm.at("omniprof_fixture_lib_state").address);
   ::dlclose(handle);
 }
@@ -1027,7 +1039,7 @@ TEST(RuntimeAddressTest, DlopenedSharedLibrary) {
 TEST(RuntimeAddressTest, ThisPieTestBinary) {
   const uint64_t runtime_address = reinterpret_cast<uint64_t>(&omniprof_symbolizer_test_marker);
   ElfSymbolizer symbolizer;
-  const ResolvedAddress resolved = resolve_runtime_address(symbolizer, ::getpid(), runtime_address + 1);
+  const ResolvedAddress resolved = resolve_runtime_address(symbolizer, 1, ::getpid(), runtime_address + 1);
   ASSERT_FALSE(resolved.path.empty());
   EXPECT_EQ(fs::canonical(resolved.path), fs::canonical("/proc/self/exe"));
   auto elf = ElfFile::open(resolved.path);
@@ -1035,7 +1047,7 @@ TEST(RuntimeAddressTest, ThisPieTestBinary) {
   if (elf->elf_type() == ET_DYN) {
     EXPECT_NE(resolved.elf_vaddr, runtime_address + 1) << "a PIE is loaded with a nonzero bias";
   }
-  auto symbol = symbolize_or_fail(symbolizer, resolved.path, resolved.elf_vaddr);
+  auto symbol = symbolize_or_fail(symbolizer, 1, resolved.path, resolved.elf_vaddr);
   ASSERT_TRUE(symbol.has_value());
   EXPECT_EQ(symbol->name, "omniprof_symbolizer_test_marker");
   EXPECT_EQ(symbol->start + 1, resolved.elf_vaddr);
@@ -1109,12 +1121,12 @@ TEST_P(RunningFixtureTest, SymbolizesAddressesOfALiveProcess) {
   ElfSymbolizer symbolizer;
   for (const auto& [name, runtime_address] : addresses) {
     SCOPED_TRACE(name);
-    const ResolvedAddress resolved = resolve_runtime_address(symbolizer, process.pid(), runtime_address + 2);
+    const ResolvedAddress resolved = resolve_runtime_address(symbolizer, 1, process.pid(), runtime_address + 2);
     EXPECT_EQ(fs::canonical(resolved.path), fs::canonical(path));
     if (elf->elf_type() == ET_EXEC) {
       EXPECT_EQ(resolved.elf_vaddr, runtime_address + 2) << "non-PIE: no bias";
     }
-    auto symbol = symbolize_or_fail(symbolizer, resolved.path, resolved.elf_vaddr);
+    auto symbol = symbolize_or_fail(symbolizer, 1, resolved.path, resolved.elf_vaddr);
     ASSERT_TRUE(symbol.has_value());
     EXPECT_EQ(symbol->name, name);
     EXPECT_EQ(symbol->start + 2, resolved.elf_vaddr);
@@ -1128,10 +1140,10 @@ INSTANTIATE_TEST_SUITE_P(PieAndNonPie, RunningFixtureTest, ::testing::Values("sy
 TEST(RuntimeAddressTest, RejectsOffsetsOutsideTheFile) {
   ElfSymbolizer symbolizer;
   const std::string path = fixture("libsymbols_fixture.so");
-  auto beyond = symbolizer.runtime_to_elf_vaddr(path, 0x7f0000001000, 0x7f0000000000, uint64_t{1} << 40);
+  auto beyond = symbolizer.runtime_to_elf_vaddr(1, path, 0x7f0000001000, 0x7f0000000000, uint64_t{1} << 40);
   ASSERT_FALSE(beyond.ok());
   EXPECT_NE(beyond.error().message.find("no PT_LOAD segment contains file offset"), std::string::npos);
-  auto below = symbolizer.runtime_to_elf_vaddr(path, 0x1000, 0x2000, 0);
+  auto below = symbolizer.runtime_to_elf_vaddr(1, path, 0x1000, 0x2000, 0);
   ASSERT_FALSE(below.ok());
   EXPECT_NE(below.error().message.find(path), std::string::npos);
 }
@@ -1144,38 +1156,54 @@ TEST(ElfSymbolizerCacheTest, ReadsEachFileOnceWhateverItsPath) {
   fs::create_symlink(fixture("symbols_pie"), link);
   const auto nm = nm_symbols(fixture("symbols_pie"));
   const uint64_t alpha = nm.at("omniprof_fixture_alpha").address;
+  auto finds_alpha = [&](ElfSymbolizer& symbolizer, const std::string& path) {
+    auto found = symbolizer.find_symbol(path, "omniprof_fixture_alpha");
+    return found.ok() && found->has_value() && (*found)->first == alpha;
+  };
 
+  // By path: cached under the file's stat() identity.
   ElfSymbolizer symbolizer;
   EXPECT_EQ(symbolizer.cached_file_count(), 0u);
-  ASSERT_TRUE(symbolize_or_fail(symbolizer, fixture("symbols_pie"), alpha).has_value());
-  ASSERT_TRUE(symbolize_or_fail(symbolizer, link, alpha).has_value());
-  ASSERT_TRUE(symbolizer.runtime_to_elf_vaddr(link, 0x1000, 0x1000, 0).ok());
+  ASSERT_TRUE(finds_alpha(symbolizer, fixture("symbols_pie")));
+  ASSERT_TRUE(finds_alpha(symbolizer, link));
+  ASSERT_TRUE(symbolizer.debug_file(link).ok());
   EXPECT_EQ(symbolizer.cached_file_count(), 1u);
 
   // A copy is another file (another inode).
   const std::string copy = dir.file("copy_of_pie");
   fs::copy_file(fixture("symbols_pie"), copy);
-  ASSERT_TRUE(symbolize_or_fail(symbolizer, copy, alpha).has_value());
+  ASSERT_TRUE(finds_alpha(symbolizer, copy));
   EXPECT_EQ(symbolizer.cached_file_count(), 2u);
 
   // Files that failed to load are cached too, and keep failing.
   const std::string junk = dir.file("junk.so");
   write_file(junk, "junk");
-  EXPECT_FALSE(symbolizer.symbolize(junk, 0).ok());
-  EXPECT_FALSE(symbolizer.symbolize(junk, 0).ok());
+  EXPECT_FALSE(symbolizer.find_symbol(junk, "omniprof_fixture_alpha").ok());
+  EXPECT_FALSE(symbolizer.find_symbol(junk, "omniprof_fixture_alpha").ok());
   EXPECT_EQ(symbolizer.cached_file_count(), 3u);
+
+  // By FileID: one entry per id, whatever path reads it; a file that cannot
+  // be read is not cached under its id.
+  ElfSymbolizer by_id;
+  ASSERT_TRUE(symbolize_or_fail(by_id, 1, fixture("symbols_pie"), alpha).has_value());
+  ASSERT_TRUE(symbolize_or_fail(by_id, 1, link, alpha).has_value());
+  ASSERT_TRUE(by_id.runtime_to_elf_vaddr(1, copy, 0x1000, 0x1000, 0).ok());
+  EXPECT_EQ(by_id.cached_file_count(), 1u);
+  EXPECT_FALSE(by_id.symbolize(2, junk, 0).ok());
+  EXPECT_FALSE(by_id.symbolize(2, junk, 0).ok());
+  EXPECT_EQ(by_id.cached_file_count(), 1u);
 }
 
 TEST(ElfSymbolizerCacheTest, EvictsLeastRecentlyUsedBeyondCapacity) {
   ElfSymbolizer symbolizer(DebugFileFinder(), 2);
   const auto pie = nm_symbols(fixture("symbols_pie"));
   const auto nopie = nm_symbols(fixture("symbols_nopie"));
-  ASSERT_TRUE(symbolize_or_fail(symbolizer, fixture("symbols_pie"), pie.at("omniprof_fixture_alpha").address));
-  ASSERT_TRUE(symbolize_or_fail(symbolizer, fixture("symbols_nopie"), nopie.at("omniprof_fixture_alpha").address));
-  ASSERT_TRUE(symbolizer.build_id(fixture("libsymbols_fixture.so")).ok());
+  ASSERT_TRUE(symbolize_or_fail(symbolizer, 1, fixture("symbols_pie"), pie.at("omniprof_fixture_alpha").address));
+  ASSERT_TRUE(symbolize_or_fail(symbolizer, 2, fixture("symbols_nopie"), nopie.at("omniprof_fixture_alpha").address));
+  ASSERT_TRUE(symbolizer.build_id(3, fixture("libsymbols_fixture.so")).ok());
   EXPECT_EQ(symbolizer.cached_file_count(), 2u);
   // Evicted entries are simply loaded again.
-  auto again = symbolize_or_fail(symbolizer, fixture("symbols_pie"), pie.at("omniprof_fixture_alpha").address);
+  auto again = symbolize_or_fail(symbolizer, 1, fixture("symbols_pie"), pie.at("omniprof_fixture_alpha").address);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->name, "omniprof_fixture_alpha");
   EXPECT_EQ(symbolizer.cached_file_count(), 2u);
@@ -1183,19 +1211,22 @@ TEST(ElfSymbolizerCacheTest, EvictsLeastRecentlyUsedBeyondCapacity) {
 
 TEST(ElfSymbolizerCacheTest, ConcurrentLookupsAgree) {
   struct Expectation {
+    uint64_t file_id;
     std::string path;
     uint64_t address;
     std::string name;
   };
   std::vector<Expectation> expectations;
+  uint64_t file_id = 0;
   for (const std::string file : {"symbols_pie", "symbols_nopie"}) {
     const auto nm = nm_symbols(fixture(file));
+    ++file_id;
     for (const auto& [raw_name, display_name] : known_executable_functions()) {
-      expectations.push_back({fixture(file), nm.at(raw_name).address + 1, display_name});
+      expectations.push_back({file_id, fixture(file), nm.at(raw_name).address + 1, display_name});
     }
   }
   const auto lib_nm = nm_symbols(fixture("libsymbols_fixture.so"));
-  expectations.push_back({fixture("libsymbols_fixture_stripped.so"),
+  expectations.push_back({file_id + 1, fixture("libsymbols_fixture_stripped.so"),
                           lib_nm.at("omniprof_fixture_lib_hidden").address, "omniprof_fixture_lib_hidden"});
 
   ElfSymbolizer symbolizer{DebugFileFinder(fixture("debug_root"))};
@@ -1205,7 +1236,7 @@ TEST(ElfSymbolizerCacheTest, ConcurrentLookupsAgree) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 300; ++i) {
         const Expectation& e = expectations[(i * 7 + t) % expectations.size()];
-        auto symbol = symbolizer.symbolize(e.path, e.address);
+        auto symbol = symbolizer.symbolize(e.file_id, e.path, e.address, {e.path});
         if (!symbol.ok() || !symbol->has_value() || (*symbol)->name != e.name) ++failures;
       }
     });

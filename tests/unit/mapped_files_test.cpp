@@ -106,7 +106,8 @@ void expect_every_reader_refuses(const std::string& path, const std::string& wha
       {"compute_file_id", [&] { auto r = compute_file_id(path); return r ? "" : r.error().message; }},
       {"FileIdCache", [&] { FileIdCache c; auto r = c.file_id(path); return r ? "" : r.error().message; }},
       {"file_crc32", [&] { auto r = file_crc32(path); return r ? "" : r.error().message; }},
-      {"ElfSymbolizer", [&] { ElfSymbolizer s; auto r = s.symbolize(path, 0x1000); return r ? "" : r.error().message; }},
+      {"ElfSymbolizer", [&] { ElfSymbolizer s; auto r = s.symbolize(1, path, 0x1000); return r ? "" : r.error().message; }},
+      {"ElfSymbolizer by path", [&] { ElfSymbolizer s; auto r = s.find_symbol(path, "main"); return r ? "" : r.error().message; }},
   };
   for (const auto& [name, read] : readers) {
     // A reader that blocks fails the test instead of hanging it. (A FIFO
@@ -338,7 +339,7 @@ TEST(OpenExecutablesTest, OneDescriptorPerFileIdReadableAfterTheFileIsGone) {
   auto id = compute_file_id(first->file->path);
   ASSERT_TRUE(id.ok()) << id.error().message;
   EXPECT_EQ(*id, first->file_id);
-  auto build_id = symbolizer.build_id(first->file->path);
+  auto build_id = symbolizer.build_id(first->file_id, first->file->path);
   EXPECT_TRUE(build_id.ok()) << build_id.error().message;
 
   // The last reference closes it.

@@ -35,14 +35,6 @@ struct ElfSymbol {
   uint64_t section_end = 0;
 };
 
-struct LoadSegment {
-  uint64_t vaddr = 0;
-  uint64_t offset = 0;
-  uint64_t filesz = 0;
-  uint64_t memsz = 0;
-  uint32_t flags = 0;  // PF_R | PF_W | PF_X
-};
-
 // One entry of the program header table.
 struct ProgramHeader {
   uint32_t type = 0;   // PT_LOAD, PT_GNU_EH_FRAME, ...
@@ -52,6 +44,8 @@ struct ProgramHeader {
   uint64_t filesz = 0;
   uint64_t memsz = 0;
 };
+// The PT_LOAD entries (load_segments()).
+using LoadSegment = ProgramHeader;
 
 // One entry of the section header table.
 struct ElfSection {
