@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -195,8 +196,26 @@ Result<void> Agent::start() {
       },
       event_loop_.get(), nullptr);
   if (!events_) return make_error(fmt::format("cannot open the events ring buffer: {}", strerror(errno)));
-  event_thread_ = std::thread(
-      [this] { event_loop_->run([this](int timeout_ms) { return ring_buffer__poll(events_, timeout_ms); }, stopping_); });
+  if (auto r = open_process_records(); !r) return r;
+  event_thread_ = std::thread([this] {
+    event_loop_->run(
+        [this](int timeout_ms) {
+          epoll_event ready[2];
+          int n = epoll_wait(event_epoll_.get(), ready, 2, timeout_ms);
+          if (n < 0) return -errno;
+          // Records first: a process BPF asks about (unknown, or a pc in
+          // no known mapping) is often one they describe.
+          int handled = 0;
+          if (process_records_) {
+            std::vector<ProcessRecord> records = process_records_->drain();
+            processes_->apply_records(records);  // also when empty: deferred reads are due
+            handled = static_cast<int>(records.size());
+          }
+          int events = ring_buffer__consume(events_);
+          return events < 0 ? events : handled + events;
+        },
+        stopping_);
+  });
 
   // Plugins read, while processes live, what they will need to name frames
   // at the round's end (plugin.h: tick).
@@ -242,6 +261,36 @@ Result<void> Agent::start() {
   return ok();
 }
 
+Result<void> Agent::open_process_records() {
+  int epoll = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll < 0) return make_error(fmt::format("epoll_create1: {}", strerror(errno)));
+  event_epoll_.reset(epoll);
+  auto watch = [&](int fd, const char* what) -> Result<void> {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    if (epoll_ctl(event_epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+      return make_error(fmt::format("epoll_ctl({}): {}", what, strerror(errno)));
+    }
+    return ok();
+  };
+  if (auto r = watch(ring_buffer__epoll_fd(events_), "events ring buffer"); !r) return r;
+  // With -p the samples are of those processes alone: /proc tells the rest.
+  if (!config_.pids.empty()) return ok();
+  if (kernel_feature_hidden("process_records")) {
+    log().info("process records hidden (OMNIPROF_HIDE_BPF_FEATURES): processes are read from /proc when first sampled");
+    return ok();
+  }
+  auto stream = ProcessRecordStream::open(kProcessRecordPages);
+  if (!stream) {
+    log().warn("the kernel gives no process records ({}): processes are read from /proc when first sampled, "
+               "and the first samples of short-lived ones are lost",
+               stream.error().message);
+    return ok();
+  }
+  process_records_ = std::move(*stream);
+  return watch(process_records_->epoll_fd(), "process records");
+}
+
 void Agent::stop_sampling() { sampler_.reset(); }
 
 void Agent::stop() {
@@ -257,6 +306,7 @@ void Agent::stop() {
   if (tick_thread_.joinable()) tick_thread_.join();
   if (events_) ring_buffer__free(events_);
   events_ = nullptr;
+  process_records_.reset();
   for (bpf_link* link : lifecycle_links_) bpf_link__destroy(link);
   lifecycle_links_.clear();
 }
@@ -407,6 +457,19 @@ std::vector<StatLine> Agent::stats() const {
            {"host.maps_refreshes", ps.maps_refreshes},
            {"host.mappings_truncated", ps.mappings_truncated},
            {"host.unidentified_files", ps.unidentified_files},
+           {"host.processes_described_from_records", ps.described_from_records},
+           {"host.process_records", process_records_ ? process_records_->stats().records : 0},
+           {"host.process_records_lost", process_records_ ? process_records_->stats().lost : 0},
+           {"host.process_records_malformed", process_records_ ? process_records_->stats().malformed : 0},
+           {"host.process_records_of_unknown", ps.records_of_unknown},
+           {"host.process_records_dropped", ps.records_dropped},
+           {"host.process_record_delay_us_mean",
+            ps.described_from_records ? ps.record_delay_us_total / ps.described_from_records : 0},
+           {"host.process_record_delay_us_max", ps.record_delay_us_max},
+           {"host.process_record_delays_under_1ms", ps.record_delays_under_1ms},
+           {"host.process_record_delays_1_to_10ms", ps.record_delays_under_10ms},
+           {"host.process_record_delays_10ms_or_more",
+            ps.described_from_records - ps.record_delays_under_1ms - ps.record_delays_under_10ms},
            {"host.executable_files_not_kept", fs.not_kept},
            {"host.symbol_cache_hits", cs.hits},
            {"host.symbol_cache_misses", cs.misses},

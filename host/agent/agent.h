@@ -96,6 +96,14 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
+  // Watches the events ring buffer, and opens the process records where the
+  // kernel has them (not with -p, nor when hidden); failing that, one
+  // warning and the /proc path.
+  Result<void> open_process_records();
+  // Per CPU ring of process records: 64 KiB holds ~600 records, a burst of
+  // ~100 process starts between two wake-ups of the event thread.
+  static constexpr size_t kProcessRecordPages = 16;
+
   // What the tracker knows of the round's processes, once every one it
   // sampled has been read (or found gone), waiting at most this long.
   std::shared_ptr<const KnownProcesses> known_processes();
@@ -118,6 +126,11 @@ class Agent {
   std::optional<PerfSampler> sampler_;
   std::vector<bpf_link*> lifecycle_links_;
   ring_buffer* events_ = nullptr;
+  // Forks, execs, executable mmaps and exits as the kernel reports them
+  // (whole-machine profiling on a kernel that gives them); null: processes
+  // are read from /proc when first sampled.
+  std::unique_ptr<ProcessRecordStream> process_records_;
+  UniqueFd event_epoll_;  // the events ring buffer and the process records
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
   // Calls each plugin's tick hook every 200 ms while sampling.

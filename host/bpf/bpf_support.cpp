@@ -143,12 +143,15 @@ bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
   return false;
 }
 
+bool kernel_feature_hidden(const char* feature) {
+  const char* hidden = std::getenv("OMNIPROF_HIDE_BPF_FEATURES");
+  return hidden && std::strstr(hidden, feature);
+}
+
 uint32_t kernel_features() {
   static const uint32_t features = [] {
     uint32_t f = 0;
-    const char* hidden = std::getenv("OMNIPROF_HIDE_BPF_FEATURES");
-    bool hide_loop = hidden && std::strstr(hidden, "bpf_loop");
-    if (!hide_loop && libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1) {
+    if (!kernel_feature_hidden("bpf_loop") && libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1) {
       f |= OMNIPROF_PROGRAM_NEEDS_BPF_LOOP;
     }
     return f;

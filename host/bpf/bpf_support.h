@@ -28,6 +28,9 @@ std::string take_libbpf_log_tail(size_t max_lines);
 // without them (5.10 to 5.16): the tests load the fallback programs on any
 // kernel that way.
 uint32_t kernel_features();
+// Whether OMNIPROF_HIDE_BPF_FEATURES names `feature` (also "process_records":
+// the host acts as on a kernel without perf's process records).
+bool kernel_feature_hidden(const char* feature);
 
 // Finds a `const volatile` global in an object's .rodata through BTF and sets
 // it before load (how third-party unwinders learn their assigned slot).

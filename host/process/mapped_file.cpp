@@ -13,7 +13,13 @@ std::string map_files_path(int32_t pid, const ProcMapping& mapping) {
 std::vector<std::string> mapped_file_candidates(int32_t pid, const ProcMapping& mapping) {
   if (!mapping.is_file_backed()) return {};
   std::vector<std::string> candidates{map_files_path(pid, mapping)};
-  if (!mapping.deleted) candidates.push_back(fmt::format("/proc/{}/root{}", pid, mapping.path));
+  if (!mapping.deleted) {
+    candidates.push_back(fmt::format("/proc/{}/root{}", pid, mapping.path));
+    // The process may be gone (described from the kernel's records after it
+    // exited): the path in the host's own mount namespace, which the device
+    // and inode check accepts only if it is the very file.
+    candidates.push_back(mapping.path);
+  }
   return candidates;
 }
 

@@ -23,8 +23,10 @@ std::string map_files_path(int32_t pid, const ProcMapping& mapping);
 
 // Where the file of a file-backed mapping may be opened from, best first:
 // map_files, then /proc/PID/root/PATH (the path as the process sees it, in
-// its mount namespace) unless the file was deleted, where the path names
-// another file or none. Empty for a mapping that is not file-backed.
+// its mount namespace), then PATH in the agent's own namespace (a process
+// that has exited since the kernel reported the mapping); the last two
+// unless the file was deleted, where the path names another file or none.
+// Empty for a mapping that is not file-backed.
 std::vector<std::string> mapped_file_candidates(int32_t pid, const ProcMapping& mapping);
 
 // Whether the open file `st` is the one /proc/PID/maps names: same inode,

@@ -47,6 +47,9 @@ struct ProcessSnapshot {
   // process_identity.h), read when it was described; never null once
   // described.
   std::shared_ptr<const ResourceAttributes> resource;
+  // What `resource` was computed from (a fork's child, or an exec in it,
+  // starts from its parent's). Null in snapshots made by hand (tests).
+  std::shared_ptr<const ProcessFacts> facts;
 
   const ProcMapping* mapping_for(uint64_t address) const;
   // The entry of `executables` for one of `mappings`, or null.

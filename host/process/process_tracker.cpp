@@ -54,11 +54,20 @@ ProcessTracker::~ProcessTracker() {
 std::string ProcessTracker::vdso_copy(int32_t pid, const ProcMapping& mapping) {
   uint64_t size = mapping.end - mapping.start;
   if (size == 0 || size > (1u << 20)) return {};
+  {
+    // Every 64-bit process of one kernel maps the same image: with one copy
+    // made, of this size, it is that one (no read of the process).
+    std::lock_guard<std::mutex> lock(vdso_mutex_);
+    if (vdso_files_.size() == 1 && vdso_sizes_.count(size)) return vdso_files_.begin()->second;
+  }
   std::string image(size, '\0');
   auto mem = open_regular_file(fmt::format("/proc/{}/mem", pid));
   if (!mem || pread(mem->fd.get(), image.data(), size, static_cast<off_t>(mapping.start)) !=
                   static_cast<ssize_t>(size)) {
-    return {};
+    // Gone already (described from the kernel's records): every process of
+    // one kernel maps the same image, so the copy made for another serves.
+    std::lock_guard<std::mutex> lock(vdso_mutex_);
+    return vdso_files_.size() == 1 ? vdso_files_.begin()->second : std::string();
   }
   uint64_t hash = XXH3_64bits(image.data(), image.size());
   std::lock_guard<std::mutex> lock(vdso_mutex_);
@@ -73,6 +82,7 @@ std::string ProcessTracker::vdso_copy(int32_t pid, const ProcMapping& mapping) {
   out.write(image.data(), static_cast<std::streamsize>(image.size()));
   if (!out) return {};
   vdso_files_.emplace(hash, path);
+  vdso_sizes_.insert(size);
   return path;
 }
 
@@ -85,52 +95,79 @@ void ProcessTracker::track_executables(ExecutableInfoManager* executables, OpenE
 
 void ProcessTracker::resolve_executables(ProcessSnapshot& snapshot) {
   snapshot.executables.assign(snapshot.mappings.size(), ExecutableRef{});
-  for (size_t i = 0; i < snapshot.mappings.size(); ++i) {
-    const ProcMapping& m = snapshot.mappings[i];
-    ExecutableRef& ref = snapshot.executables[i];
-    Result<OpenedMapping> opened = make_error("not a file");
-    if (m.path == "[vdso]") {
-      if (snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
-      if (snapshot.vdso_path.empty()) continue;
-      auto copy = open_regular_file(snapshot.vdso_path);
-      opened = copy ? Result<OpenedMapping>(OpenedMapping{std::move(*copy), snapshot.vdso_path})
-                    : Result<OpenedMapping>(copy.error());
-    } else if (m.is_file_backed()) {
-      // The file the process maps, not what its path names now.
-      opened = open_mapped_file(snapshot.pid, m);
-    } else {
-      continue;  // anonymous memory (JIT code), [vsyscall]
+  for (size_t i = 0; i < snapshot.mappings.size(); ++i) resolve_executable(snapshot, i);
+}
+
+void ProcessTracker::resolve_executable(ProcessSnapshot& snapshot, size_t index) {
+  const ProcMapping& m = snapshot.mappings[index];
+  ExecutableRef& ref = snapshot.executables[index];
+  ref = ExecutableRef{};
+  Result<OpenedMapping> opened = make_error("not a file");
+  if (m.path == "[vdso]") {
+    if (snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
+    if (snapshot.vdso_path.empty()) return;
+    auto copy = open_regular_file(snapshot.vdso_path);
+    opened = copy ? Result<OpenedMapping>(OpenedMapping{std::move(*copy), snapshot.vdso_path})
+                  : Result<OpenedMapping>(copy.error());
+  } else if (m.is_file_backed()) {
+    const MappedFileKey key{m.dev_major, m.dev_minor, m.inode};
+    std::shared_ptr<const OpenExecutable> known;
+    {
+      std::lock_guard<std::mutex> lock(mapped_files_mutex_);
+      if (auto it = mapped_files_.find(key); it != mapped_files_.end()) known = it->second.lock();
     }
-    if (!opened) {
-      count(&ProcessTrackerStats::unidentified_files);
-      log().debug("{}", opened.error().message);
-      continue;
+    if (known && symbolizer_) {
+      const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
+      auto vaddr = symbolizer_->runtime_to_elf_vaddr(known->file_id, known->path, m.start, m.start, m.offset,
+                                                     ElfSymbolizer::DebugLookup{m.path, root});
+      if (vaddr) {
+        ref.file_id = known->file_id;
+        ref.path = known->path;
+        ref.file = std::move(known);
+        ref.load_bias = m.start - *vaddr;
+        return;
+      }
     }
-    ref.path = opened->path;
-    if (!files_ || !symbolizer_) continue;
-    auto id = files_->identify(std::move(opened->file), opened->path);
-    if (!id) {
-      count(&ProcessTrackerStats::unidentified_files);
-      log().debug("pid {}: {}", snapshot.pid, id.error().message);
-      continue;
+    // The file the process maps, not what its path names now.
+    opened = open_mapped_file(snapshot.pid, m);
+  } else {
+    return;  // anonymous memory (JIT code), [vsyscall]
+  }
+  if (!opened) {
+    count(&ProcessTrackerStats::unidentified_files);
+    log().debug("{}", opened.error().message);
+    return;
+  }
+  ref.path = opened->path;
+  if (!files_ || !symbolizer_) return;
+  auto id = files_->identify(std::move(opened->file), opened->path);
+  if (!id) {
+    count(&ProcessTrackerStats::unidentified_files);
+    log().debug("pid {}: {}", snapshot.pid, id.error().message);
+    return;
+  }
+  if (id->file) {
+    ref.file = id->file;
+    ref.path = id->file->path;
+  }
+  // The debug file is looked for under the process's own root, by the
+  // file's name there (the descriptor path names nothing).
+  const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
+  const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path), root};
+  auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
+  if (!vaddr) {
+    count(&ProcessTrackerStats::unidentified_files);
+    log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);
+    return;
+  }
+  ref.file_id = id->file_id;
+  ref.load_bias = m.start - *vaddr;
+  if (ref.file && m.is_file_backed()) {
+    std::lock_guard<std::mutex> lock(mapped_files_mutex_);
+    if (mapped_files_.size() >= 4 * OpenExecutables::kDefaultMaxOpen) {
+      std::erase_if(mapped_files_, [](const auto& entry) { return entry.second.expired(); });
     }
-    if (id->file) {
-      ref.file = id->file;
-      ref.path = id->file->path;
-    }
-    // The debug file is looked for under the process's own root, by the
-    // file's name there (the descriptor path names nothing).
-    const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
-    const ElfSymbolizer::DebugLookup debug{m.path == "[vdso]" ? std::string_view() : std::string_view(m.path),
-                                           root};
-    auto vaddr = symbolizer_->runtime_to_elf_vaddr(id->file_id, ref.path, m.start, m.start, m.offset, debug);
-    if (!vaddr) {
-      count(&ProcessTrackerStats::unidentified_files);
-      log().debug("pid {}: {}", snapshot.pid, vaddr.error().message);
-      continue;
-    }
-    ref.file_id = id->file_id;
-    ref.load_bias = m.start - *vaddr;
+    mapped_files_[MappedFileKey{m.dev_major, m.dev_minor, m.inode}] = ref.file;
   }
 }
 
@@ -182,8 +219,9 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   snapshot->pid = pid;
   snapshot->comm = read_first_line(fmt::format("/proc/{}/comm", pid));
   snapshot->exe = read_link(fmt::format("/proc/{}/exe", pid));
-  snapshot->resource = std::make_shared<const ResourceAttributes>(
-      process_resource(resource_settings_, read_process_facts(pid, snapshot->comm, snapshot->exe), host_attributes_));
+  snapshot->facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, snapshot->comm, snapshot->exe));
+  snapshot->resource =
+      std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *snapshot->facts, host_attributes_));
   snapshot->mappings = std::move(*mappings);
   resolve_executables(*snapshot);
   return snapshot;
@@ -456,6 +494,7 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       get(pid);
       break;
     case OMNIPROF_EVENT_EXEC: {
+      if (records_active_.load()) break;  // apply_records has it, with the mappings as they were made
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wait_and_claim(lock, pid);
@@ -489,6 +528,260 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
     }
     default:
       log().debug("unknown BPF event type {} for pid {}", event.type, event.pid);
+  }
+}
+
+ProcessTracker::RecordView* ProcessTracker::record_view(int32_t pid, std::unordered_map<int32_t, RecordView>& views,
+                                                        bool read_proc) {
+  if (auto it = views.find(pid); it != views.end()) return &it->second;
+  if (auto it = pending_record_views_.find(pid); it != pending_record_views_.end()) {
+    RecordView& view = views[pid] = std::move(it->second);
+    pending_record_views_.erase(it);
+    return &view;
+  }
+  std::shared_ptr<const ProcessSnapshot> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = processes_.find(pid); it != processes_.end() && !it->second->exited) known = it->second;
+  }
+  // Running since before the agent (or its exec record lost): read from
+  // /proc now, once, so its children are known from their fork on.
+  if (!known) {
+    if (!read_proc) return nullptr;
+    auto described = get(pid);
+    if (!described || described->exited) return nullptr;
+    known = std::move(described);
+  }
+  RecordView& view = views[pid];
+  view.comm = known->comm;
+  view.exe = known->exe;
+  view.facts = known->facts;
+  view.resource = known->resource;
+  view.vdso_path = known->vdso_path;
+  view.mappings = known->mappings;
+  view.executables = known->executables;
+  view.executables.resize(view.mappings.size());
+  view.resolved.assign(view.mappings.size(), 1);
+  return &view;
+}
+
+void ProcessTracker::add_mapping(RecordView& view, const ProcMapping& mapping) {
+  // A new mapping replaces whatever it overlaps (MAP_FIXED, a library
+  // loaded where another was unmapped: perf reports no munmap).
+  RecordView kept;
+  auto keep = [&](const ProcMapping& m, size_t from) {
+    kept.mappings.push_back(m);
+    const bool whole = m.start == view.mappings[from].start && m.end == view.mappings[from].end;
+    kept.executables.push_back(whole ? view.executables[from] : ExecutableRef{});
+    kept.resolved.push_back(whole ? view.resolved[from] : 0);
+  };
+  for (size_t i = 0; i < view.mappings.size(); ++i) {
+    const ProcMapping& m = view.mappings[i];
+    if (m.end <= mapping.start || m.start >= mapping.end) {
+      keep(m, i);
+      continue;
+    }
+    if (m.start < mapping.start) {
+      ProcMapping left = m;
+      left.end = mapping.start;
+      keep(left, i);
+    }
+    if (m.end > mapping.end) {
+      ProcMapping right = m;
+      right.offset += mapping.end - m.start;
+      right.start = mapping.end;
+      keep(right, i);
+    }
+  }
+  size_t at = 0;
+  while (at < kept.mappings.size() && kept.mappings[at].start < mapping.start) ++at;
+  kept.mappings.insert(kept.mappings.begin() + static_cast<ptrdiff_t>(at), mapping);
+  kept.executables.insert(kept.executables.begin() + static_cast<ptrdiff_t>(at), ExecutableRef{});
+  kept.resolved.insert(kept.resolved.begin() + static_cast<ptrdiff_t>(at), 0);
+  view.mappings = std::move(kept.mappings);
+  view.executables = std::move(kept.executables);
+  view.resolved = std::move(kept.resolved);
+}
+
+void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wait_and_claim(lock, pid);
+    gone_this_round_.erase(pid);
+  }
+  PidClaim claim(*this, pid);
+  auto snapshot = std::make_shared<ProcessSnapshot>();
+  snapshot->pid = pid;
+  snapshot->comm = view.comm;
+  snapshot->exe = view.exe;
+  snapshot->vdso_path = view.vdso_path;
+  snapshot->mappings = view.mappings;
+  snapshot->executables = view.executables;
+  for (size_t i = 0; i < snapshot->mappings.size(); ++i) {
+    if (!view.resolved[i]) resolve_executable(*snapshot, i);
+  }
+  if (!view.facts) {
+    view.facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, snapshot->comm, snapshot->exe));
+  }
+  if (!view.resource) {
+    view.resource =
+        std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *view.facts, host_attributes_));
+  }
+  snapshot->facts = view.facts;
+  snapshot->resource = view.resource;
+  view.vdso_path = snapshot->vdso_path;
+  view.executables = snapshot->executables;
+  view.resolved.assign(view.mappings.size(), 1);
+  // Before releasing the old image's references: what both map stays loaded.
+  if (auto replaced = publish(snapshot); replaced && replaced != snapshot) release(*replaced);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+  const uint64_t delay_us = view.first_record_ns && now_ns > view.first_record_ns
+                                ? (now_ns - view.first_record_ns) / 1000 : 0;
+  view.first_record_ns = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.described_from_records++;
+    stats_.record_delay_us_total += delay_us;
+    stats_.record_delay_us_max = std::max(stats_.record_delay_us_max, delay_us);
+    if (delay_us < 1000) stats_.record_delays_under_1ms++;
+    else if (delay_us < 10000) stats_.record_delays_under_10ms++;
+  }
+  if (view.exited) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exited_while_claimed_.insert(pid);  // applied as the claim is released
+  }
+}
+
+void ProcessTracker::read_deferred_facts() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!deferred_facts_.empty() && now - deferred_facts_.front().second >= kFactsDelay) {
+    const int32_t pid = deferred_facts_.front().first;
+    deferred_facts_.pop_front();
+    std::shared_ptr<const ProcessSnapshot> known;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = processes_.find(pid); it != processes_.end() && !it->second->exited) known = it->second;
+    }
+    if (!known || access(fmt::format("/proc/{}", pid).c_str(), F_OK) != 0) continue;
+    auto facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, known->comm, known->exe));
+    auto resource =
+        std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *facts, host_attributes_));
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = processes_.find(pid);
+    // Re-published meanwhile (its next mappings) it still has the facts it
+    // inherited, unless an exec or /proc read replaced them.
+    if (it == processes_.end() || it->second->facts != known->facts) continue;
+    auto copy = std::make_shared<ProcessSnapshot>(*it->second);
+    copy->facts = std::move(facts);
+    copy->resource = std::move(resource);
+    it->second = std::move(copy);
+  }
+}
+
+void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
+  records_active_ = true;
+  read_deferred_facts();
+  // The processes these records touch, each published once at the end.
+  std::unordered_map<int32_t, RecordView> views;
+  std::vector<int32_t> order;
+  auto touch = [&](int32_t pid) {
+    if (std::find(order.begin(), order.end(), pid) == order.end()) order.push_back(pid);
+  };
+  auto noted = [&](int32_t pid, uint64_t time_ns) {
+    if (auto it = views.find(pid); it != views.end() && it->second.first_record_ns == 0) {
+      it->second.first_record_ns = time_ns;
+    }
+  };
+  for (const ProcessRecord& record : records) {
+    switch (record.kind) {
+      case ProcessRecord::Kind::kFork: {
+        RecordView* parent = record_view(record.parent_pid, views, true);
+        if (!parent) {
+          count(&ProcessTrackerStats::records_of_unknown);
+          break;
+        }
+        RecordView child = *parent;
+        child.exited = false;
+        child.first_record_ns = 0;
+        views[record.pid] = std::move(child);
+        noted(record.pid, record.time_ns);
+        touch(record.pid);
+        break;
+      }
+      case ProcessRecord::Kind::kExec: {
+        RecordView view;
+        view.comm = record.comm;
+        // Not from /proc: that shows the new image already.
+        if (RecordView* before = record_view(record.pid, views, false); before && before->facts) {
+          // The parent's cgroup and environment, this image's name (its
+          // exe is the first mapping's path, set with it): read for real
+          // if it lives kFactsDelay.
+          auto facts = std::make_shared<ProcessFacts>(*before->facts);
+          facts->comm = record.comm;
+          facts->executable_path.clear();
+          view.facts = std::move(facts);
+          if (deferred_facts_.size() < kMaxPendingRecordViews) {
+            deferred_facts_.emplace_back(record.pid, std::chrono::steady_clock::now());
+          }
+        }
+        views[record.pid] = std::move(view);
+        noted(record.pid, record.time_ns);
+        touch(record.pid);
+        break;
+      }
+      case ProcessRecord::Kind::kMmap: {
+        RecordView* view = record_view(record.pid, views, true);
+        if (!view) {
+          count(&ProcessTrackerStats::records_of_unknown);
+          break;
+        }
+        if (view->exe.empty()) {
+          view->exe = record.mapping.path;  // an exec maps its executable first
+          if (view->facts && view->facts->executable_path.empty()) {
+            auto facts = std::make_shared<ProcessFacts>(*view->facts);
+            facts->executable_path = view->exe;
+            view->facts = std::move(facts);
+          }
+        }
+        add_mapping(*view, record.mapping);
+        noted(record.pid, record.time_ns);
+        touch(record.pid);
+        break;
+      }
+      case ProcessRecord::Kind::kExit:
+        if (auto it = views.find(record.pid); it != views.end()) {
+          it->second.exited = true;
+        } else {
+          pending_record_views_.erase(record.pid);
+          handle_event(omniprof_event{OMNIPROF_EVENT_EXIT, static_cast<uint32_t>(record.pid), 0});
+        }
+        break;
+    }
+  }
+  for (int32_t pid : order) {
+    auto it = views.find(pid);
+    if (it == views.end()) continue;
+    RecordView& view = it->second;
+    if (view.mappings.empty()) {
+      // An exec whose mappings come in a later batch.
+      if (view.exited) continue;
+      if (pending_record_views_.size() >= kMaxPendingRecordViews) {
+        // Execs whose exit record was lost: forget those that are gone.
+        for (auto p = pending_record_views_.begin(); p != pending_record_views_.end();) {
+          p = access(fmt::format("/proc/{}", p->first).c_str(), F_OK) != 0 ? pending_record_views_.erase(p)
+                                                                             : std::next(p);
+        }
+      }
+      if (pending_record_views_.size() >= kMaxPendingRecordViews && !pending_record_views_.count(pid)) {
+        count(&ProcessTrackerStats::records_dropped);
+        continue;
+      }
+      pending_record_views_[pid] = std::move(view);
+      continue;
+    }
+    publish_record_view(pid, view);
   }
 }
 

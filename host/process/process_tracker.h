@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "omniprof/bpf/abi.h"
+#include "process/process_records.h"
 #include "process/process_identity.h"
 #include "process/process_snapshot.h"
 
@@ -36,6 +38,16 @@ struct ProcessTrackerStats {
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
   uint64_t mappings_truncated = 0;  // processes with more than OMNIPROF_MAX_MAPPINGS executable mappings
   uint64_t unidentified_files = 0;  // mapped files that could not be opened as mapped, or read for an id
+  uint64_t described_from_records = 0;  // processes described (or re-described) from the kernel's records
+  uint64_t records_of_unknown = 0;  // fork/mmap records of processes known neither from records nor /proc
+  uint64_t records_dropped = 0;     // records not applied: kMaxPendingRecordViews processes waiting already
+  // From the kernel's record to process_info written, over the processes
+  // described from records: the window in which a new process's samples
+  // find no process_info.
+  uint64_t record_delay_us_total = 0;
+  uint64_t record_delay_us_max = 0;
+  uint64_t record_delays_under_1ms = 0;
+  uint64_t record_delays_under_10ms = 0;  // 1 ms or more
 };
 
 class ProcessTracker {
@@ -76,6 +88,21 @@ class ProcessTracker {
   // library loaded with dlopen after the process was described). At most once
   // per kRefreshInterval per process.
   std::shared_ptr<const ProcessSnapshot> refresh_for_unknown_address(int32_t pid);
+  // The kernel's records of forks, execs, executable mmaps and exits
+  // (ProcessRecordStream), in time order, on the event thread. A fork gives
+  // the child its parent's mappings; an exec starts the process anew (its
+  // mappings come as the kernel maps them); an mmap adds one. Each process
+  // they touch is described and published once per call, from the records
+  // alone (its files opened as mapped, else by path checked by device and
+  // inode, so a process gone by now is still described and its samples
+  // named); an exit marks it exited. Once called, exec notices from BPF
+  // (OMNIPROF_EVENT_EXEC) are left to the records.
+  void apply_records(const std::vector<ProcessRecord>& records);
+  // At most this many processes wait for the mmap records that complete
+  // them (an exec seen, its first mapping not yet): a fork storm beyond it
+  // drops records (counted), never grows memory without bound.
+  static constexpr size_t kMaxPendingRecordViews = 4096;
+
   // What is known now, as one immutable value: a round is named from it.
   std::shared_ptr<const KnownProcesses> snapshot() const;
   // Called after a round's profile is built: forgets processes that exited.
@@ -92,6 +119,35 @@ class ProcessTracker {
   static std::optional<std::vector<ProcMapping>> executable_mappings(int32_t pid);
   std::shared_ptr<ProcessSnapshot> describe(int32_t pid);
   void resolve_executables(ProcessSnapshot& snapshot);
+  // Opens and identifies the file of mappings[index] (its executables entry).
+  void resolve_executable(ProcessSnapshot& snapshot, size_t index);
+  // A process as the records have it so far: published by apply_records.
+  struct RecordView {
+    std::string comm, exe;
+    // Null: read from /proc when published. An exec computes its resource
+    // from its parent's facts with its own name, and reads its own later
+    // (kFactsDelay): most short processes are gone by then, and reading
+    // /proc at every exec of a busy machine costs more than the rest of
+    // describing it.
+    std::shared_ptr<const ProcessFacts> facts;
+    std::shared_ptr<const ResourceAttributes> resource;
+    std::string vdso_path;
+    std::vector<ProcMapping> mappings;
+    std::vector<ExecutableRef> executables;  // parallel; resolved[i] says if known
+    std::vector<char> resolved;
+    bool exited = false;
+    uint64_t first_record_ns = 0;  // CLOCK_MONOTONIC of the oldest record not yet published
+  };
+  // The view of `pid` among `views`, started from what the tracker has
+  // published for it, or (`read_proc`) from /proc; null if it knows
+  // nothing of it.
+  RecordView* record_view(int32_t pid, std::unordered_map<int32_t, RecordView>& views, bool read_proc);
+  static void add_mapping(RecordView& view, const ProcMapping& mapping);
+  void publish_record_view(int32_t pid, RecordView& view);
+  // Reads the facts of execs described from their parent's, once they have
+  // lived kFactsDelay, into their snapshot.
+  void read_deferred_facts();
+  static constexpr std::chrono::milliseconds kFactsDelay{20};
   // Takes references on the snapshot's executables, writes process_info
   // (asking the plugins which runtime it is, noted in the snapshot), stores
   // it as its pid's, and only then has the tables of files new to the host
@@ -142,10 +198,33 @@ class ProcessTracker {
   std::unordered_map<int32_t, std::chrono::steady_clock::time_point> last_refresh_;
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
+  std::atomic<bool> records_active_{false};
+  // Execs whose mappings have not come yet: the event thread's alone.
+  std::unordered_map<int32_t, RecordView> pending_record_views_;
+  // Execs whose own facts are to be read (the event thread's alone;
+  // at most kMaxPendingRecordViews, past which they keep their parent's).
+  std::deque<std::pair<int32_t, std::chrono::steady_clock::time_point>> deferred_facts_;
+  // The file a mapping's (device, inode) was last identified as, while its
+  // descriptor is held: the kernel cannot reuse an inode that is open, so
+  // the key names that one file, and the next process mapping it (every
+  // exec of /bin/sh maps the same four files) is described without an open.
+  struct MappedFileKey {
+    uint32_t dev_major, dev_minor;
+    uint64_t inode;
+    bool operator==(const MappedFileKey&) const = default;
+  };
+  struct MappedFileKeyHash {
+    size_t operator()(const MappedFileKey& k) const {
+      return std::hash<uint64_t>()(k.inode) ^ (static_cast<size_t>(k.dev_major) << 20 ^ k.dev_minor);
+    }
+  };
+  std::mutex mapped_files_mutex_;
+  std::unordered_map<MappedFileKey, std::weak_ptr<const OpenExecutable>, MappedFileKeyHash> mapped_files_;
   ProcessTrackerStats stats_;
   std::mutex vdso_mutex_;
   std::string vdso_dir_;
   std::unordered_map<uint64_t, std::string> vdso_files_;  // content hash -> copy
+  std::unordered_set<uint64_t> vdso_sizes_;  // of the copies
 };
 
 }  // namespace omniprof

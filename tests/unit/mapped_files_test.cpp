@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -199,7 +200,8 @@ TEST(MappedFileTest, CandidatesPreferMapFilesAndSkipThePathOfDeletedFiles) {
   m.end = 0x7f0000003000;
   m.path = "/usr/lib/libc.so.6";
   EXPECT_EQ(mapped_file_candidates(42, m),
-            (std::vector<std::string>{"/proc/42/map_files/7f0000001000-7f0000003000", "/proc/42/root/usr/lib/libc.so.6"}));
+            (std::vector<std::string>{"/proc/42/map_files/7f0000001000-7f0000003000", "/proc/42/root/usr/lib/libc.so.6",
+                                      "/usr/lib/libc.so.6"}));
   m.deleted = true;  // replaced by an upgrade: the path names the new file
   EXPECT_EQ(mapped_file_candidates(42, m), (std::vector<std::string>{"/proc/42/map_files/7f0000001000-7f0000003000"}));
   m.path = "/memfd:jit";  // memfd_create: reachable through map_files only
@@ -269,6 +271,35 @@ TEST(MappedFileTest, ReplacedFileIsOpenedAsMappedOrRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("inode"), std::string::npos) << refused.error().message;
   ::munmap(address, 8192);
+}
+
+// A process described from the kernel's records after it exited: no
+// map_files, no /proc/PID/root. Its file is opened by path in the agent's
+// namespace, and only if device and inode are the mapped ones.
+TEST(MappedFileTest, FileOfAnExitedProcessIsOpenedByPathOnlyIfItIsTheMappedOne) {
+  TempDir dir;
+  const std::string path = dir.file("libgone.so");
+  write_file(path, std::string(8192, 'g'));
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: /proc/CHILD is gone
+  ProcMapping m;
+  m.start = 0x7f0000001000;
+  m.end = 0x7f0000003000;
+  m.path = path;
+  m.inode = st.st_ino;
+  m.dev_major = major(st.st_dev);
+  m.dev_minor = minor(st.st_dev);
+  auto opened = open_mapped_file(child, m);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_EQ(opened->path, path);
+  m.inode += 1;  // another file now has the path
+  auto refused = open_mapped_file(child, m);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("inode"), std::string::npos) << refused.error().message;
 }
 
 TEST(MappedFileTest, MemfdIsOpenedThroughMapFiles) {

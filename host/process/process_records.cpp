@@ -1,0 +1,208 @@
+#include "process/process_records.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace omniprof {
+
+namespace {
+
+// The sample_id trailer every record carries with sample_id_all and
+// sample_type TID | TIME: pid, tid, time.
+struct SampleId {
+  uint32_t pid, tid;
+  uint64_t time;
+};
+
+struct TaskBody {  // PERF_RECORD_FORK and PERF_RECORD_EXIT
+  uint32_t pid, ppid, tid, ptid;
+  uint64_t time;
+};
+
+struct Mmap2Body {
+  uint32_t pid, tid;
+  uint64_t addr, len, pgoff;
+  uint32_t maj, min;
+  uint64_t ino, ino_generation;
+  uint32_t prot, flags;
+  // then the file name, NUL-padded to 8 bytes
+};
+
+struct CommBody {
+  uint32_t pid, tid;
+  // then the name, NUL-padded to 8 bytes
+};
+
+// A NUL-terminated string within [begin, end); false if it runs past.
+bool read_string(const char* begin, const char* end, std::string& out) {
+  const void* nul = std::memchr(begin, '\0', static_cast<size_t>(end - begin));
+  if (!nul) return false;
+  out.assign(begin, static_cast<const char*>(nul));
+  return true;
+}
+
+}  // namespace
+
+bool parse_process_record(const perf_event_header* header, size_t size, ProcessRecord& out, bool& malformed) {
+  malformed = false;
+  if (size < sizeof(perf_event_header) || header->size > size) {
+    malformed = true;
+    return false;
+  }
+  const char* record = reinterpret_cast<const char*>(header);
+  const char* body = record + sizeof(perf_event_header);
+  const size_t body_size = header->size - sizeof(perf_event_header);
+  auto fail = [&] {
+    malformed = true;
+    return false;
+  };
+  switch (header->type) {
+    case PERF_RECORD_FORK:
+    case PERF_RECORD_EXIT: {
+      if (body_size < sizeof(TaskBody)) return fail();
+      TaskBody task;
+      std::memcpy(&task, body, sizeof(task));
+      if (task.pid != task.tid) return false;  // a thread, not a process
+      out = ProcessRecord{};
+      out.kind = header->type == PERF_RECORD_FORK ? ProcessRecord::Kind::kFork : ProcessRecord::Kind::kExit;
+      out.pid = static_cast<int32_t>(task.pid);
+      out.tid = static_cast<int32_t>(task.tid);
+      out.parent_pid = static_cast<int32_t>(task.ppid);
+      out.time_ns = task.time;
+      return true;
+    }
+    case PERF_RECORD_COMM: {
+      if (!(header->misc & PERF_RECORD_MISC_COMM_EXEC)) return false;  // a rename (prctl), not an exec
+      if (body_size < sizeof(CommBody) + sizeof(SampleId)) return fail();
+      CommBody comm;
+      std::memcpy(&comm, body, sizeof(comm));
+      SampleId id;
+      std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
+      out = ProcessRecord{};
+      out.kind = ProcessRecord::Kind::kExec;
+      out.pid = static_cast<int32_t>(comm.pid);
+      out.tid = static_cast<int32_t>(comm.tid);
+      out.time_ns = id.time;
+      if (!read_string(body + sizeof(comm), record + header->size - sizeof(id), out.comm)) return fail();
+      return true;
+    }
+    case PERF_RECORD_MMAP2: {
+      if (body_size < sizeof(Mmap2Body) + sizeof(SampleId)) return fail();
+      Mmap2Body mmap;
+      std::memcpy(&mmap, body, sizeof(mmap));
+      if (!(mmap.prot & PROT_EXEC)) return false;
+      // With build ids asked for, maj/min/ino would be a build id: we never ask.
+      if (header->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) return fail();
+      SampleId id;
+      std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
+      out = ProcessRecord{};
+      out.kind = ProcessRecord::Kind::kMmap;
+      out.pid = static_cast<int32_t>(mmap.pid);
+      out.tid = static_cast<int32_t>(mmap.tid);
+      out.time_ns = id.time;
+      ProcMapping& m = out.mapping;
+      if (!read_string(body + sizeof(mmap), record + header->size - sizeof(id), m.path)) return fail();
+      m.start = mmap.addr;
+      m.end = mmap.addr + mmap.len;
+      m.offset = mmap.pgoff;
+      m.dev_major = mmap.maj;
+      m.dev_minor = mmap.min;
+      m.inode = mmap.ino;
+      m.perms = fmt::format("{}{}x{}", (mmap.prot & PROT_READ) ? 'r' : '-', (mmap.prot & PROT_WRITE) ? 'w' : '-',
+                            (mmap.flags & MAP_SHARED) ? 's' : 'p');
+      // The kernel names an unlinked file "PATH (deleted)", as maps does.
+      constexpr std::string_view kDeleted = " (deleted)";
+      if (m.path.size() > kDeleted.size() && m.path.compare(m.path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0) {
+        m.path.resize(m.path.size() - kDeleted.size());
+        m.deleted = true;
+      }
+      // Anonymous executable memory is "//anon"; maps shows it without a name.
+      if (m.path == "//anon") m.path.clear();
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+Result<std::unique_ptr<ProcessRecordStream>> ProcessRecordStream::open(size_t pages) {
+  std::unique_ptr<ProcessRecordStream> stream(new ProcessRecordStream());
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return make_error(fmt::format("cannot count the CPUs: {}", strerror(-cpus)));
+  int map = bpf_map_create(BPF_MAP_TYPE_PERF_EVENT_ARRAY, "omniprof_procs", sizeof(int), sizeof(int),
+                           static_cast<uint32_t>(cpus), nullptr);
+  if (map < 0) return make_error(fmt::format("cannot create the process records' event array: {}", strerror(errno)));
+  stream->map_fd_.reset(map);
+  perf_event_attr attr{};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_DUMMY;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+  attr.sample_id_all = 1;
+  attr.mmap = 1;   // executable mappings (not mmap_data)
+  attr.mmap2 = 1;  // ... with device, inode and protection
+  attr.comm = 1;
+  attr.comm_exec = 1;  // exec flagged in COMM's misc
+  attr.task = 1;       // FORK and EXIT
+  attr.wakeup_events = 1;
+  // Times on CLOCK_MONOTONIC: the host measures how long after the kernel's
+  // record it published the process (ProcessTracker's record delay).
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  perf_buffer* buffer = perf_buffer__new_raw(stream->map_fd_.get(), pages, &attr, &ProcessRecordStream::on_record,
+                                             stream.get(), nullptr);
+  if (!buffer) {
+    return make_error(fmt::format("perf_event_open(dummy, mmap2, comm, task) on every CPU: {}", strerror(errno)));
+  }
+  stream->buffer_ = buffer;
+  return stream;
+}
+
+ProcessRecordStream::~ProcessRecordStream() {
+  if (buffer_) perf_buffer__free(buffer_);
+}
+
+int ProcessRecordStream::epoll_fd() const { return perf_buffer__epoll_fd(buffer_); }
+
+bpf_perf_event_ret ProcessRecordStream::on_record(void* ctx, int /*cpu*/, perf_event_header* header) {
+  auto* stream = static_cast<ProcessRecordStream*>(ctx);
+  if (header->type == PERF_RECORD_LOST) {
+    struct {
+      uint64_t id, lost;
+    } lost;
+    if (header->size >= sizeof(*header) + sizeof(lost)) {
+      std::memcpy(&lost, reinterpret_cast<const char*>(header) + sizeof(*header), sizeof(lost));
+      stream->lost_ += lost.lost;
+    }
+    return LIBBPF_PERF_EVENT_CONT;
+  }
+  ProcessRecord record;
+  bool malformed = false;
+  if (parse_process_record(header, header->size, record, malformed)) {
+    stream->records_++;
+    stream->pending_.push_back(std::move(record));
+  } else if (malformed) {
+    stream->malformed_++;
+  }
+  return LIBBPF_PERF_EVENT_CONT;
+}
+
+std::vector<ProcessRecord> ProcessRecordStream::drain() {
+  perf_buffer__consume(buffer_);
+  std::vector<ProcessRecord> records;
+  records.swap(pending_);
+  std::stable_sort(records.begin(), records.end(),
+                   [](const ProcessRecord& a, const ProcessRecord& b) { return a.time_ns < b.time_ns; });
+  return records;
+}
+
+}  // namespace omniprof
