@@ -1,4 +1,5 @@
-/* The library dlopen_main loads late: dl_stage -> dl_leaf. */
+/* The library dlopen_main and dlopen_late load late: dl_stage -> dl_leaf,
+ * and dl_burn_for, which runs them for a given CPU time. */
 #include <stdint.h>
 
 #include "workload.h"
@@ -13,5 +14,13 @@ __attribute__((noinline)) void dl_leaf(void) {
 
 __attribute__((noinline)) void dl_stage(void) {
   dl_leaf();
+  __asm__ volatile("" ::: "memory");
+}
+
+/* What dlopen_late calls at once after loading the library: dl_stage over
+ * and over until the calling thread has used SECONDS more CPU time. */
+__attribute__((noinline)) void dl_burn_for(double seconds) {
+  double until = thread_cpu_seconds() + seconds;
+  while (thread_cpu_seconds() < until) dl_stage();
   __asm__ volatile("" ::: "memory");
 }

@@ -1,6 +1,6 @@
-/* What the end-to-end workloads share: a monotonic clock in seconds and the
- * CPU-burning loop their hot functions run (inlined, so the hot function,
- * not a helper, is the sampled frame). */
+/* What the end-to-end workloads share: a monotonic clock in seconds, the
+ * thread's CPU clock, and the CPU-burning loop their hot functions run
+ * (inlined, so the hot function, not a helper, is the sampled frame). */
 #ifndef OMNIPROF_WORKLOAD_H
 #define OMNIPROF_WORKLOAD_H
 
@@ -10,6 +10,14 @@
 static inline double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The calling thread's own CPU time in seconds: a workload that must give
+ * the profiler a number of samples burns CPU time, not wall time. */
+static inline double thread_cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 

@@ -1,0 +1,399 @@
+// End-to-end: the first samples of processes the agent meets only once they
+// run, judged as whole as a long-lived process's, through `go tool pprof`.
+//
+// - A -fomit-frame-pointer C program that lives 30 ms, started 100 times in
+//   a row by a shell loop while `omniprof record` records the whole machine
+//   (no -p: the processes do not exist yet): >= 95% of its samples carry its
+//   whole chain.
+// - The same with a short Python script on CPython 3.11+: its Python frames
+//   in >= 90% of its samples.
+// - A process that maps a library long after it started (dlopen) and calls
+//   into it at once: >= 95% of the samples in the library carry the whole
+//   chain.
+//
+// Which samples are a process's "own" is told by a thread name the workload
+// sets around its work (prctl, /proc/self/comm): the label thread_name, which
+// BPF reads from the kernel at each sample whatever the profiler knows of
+// the process, so a sample the profiler could not walk, or not name, still
+// counts, against it. The samples that hold the busy function by name are
+// judged too.
+//
+// "Whole", for native code, is what a long-lived process's walk shows: every
+// function of the program in order down to main, then the frames below main
+// that a long-lived control (the same program, running when the agent
+// starts, so found by its start-up scan) shows in the same recording: the C
+// library's start (__libc_start_call_main, __libc_start_main, _start on
+// Debian 12), to the end of the stack.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "e2e_support.h"
+#include "interpreter_support.h"
+#include "profile_samples.h"
+
+namespace omniprof::e2e {
+namespace {
+
+constexpr int kRuns = 100;           // processes the shell loop starts
+constexpr double kHz = 99;           // record's -F
+constexpr const char* kHzText = "99";
+
+std::string joined(const std::vector<std::string>& names, const char* separator = " <- ") {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : separator) + n;
+  return text;
+}
+
+std::string percent(int64_t part, int64_t whole) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f%%", whole ? 100.0 * part / whole : 0.0);
+  return text;
+}
+
+// Everything one whole-machine recording left to judge.
+struct MachineRecording {
+  std::string failure;  // why it cannot be judged; empty when it can
+  std::string output;   // record's log
+  std::vector<Sample> samples;
+  double seconds = 0;   // from when record recorded to when `during` returned
+};
+
+// Records the whole machine at 99 Hz from when `omniprof record` records
+// (its start-up scan done, its clock running: wait_until_recording) until
+// `during` returns, then ends it with SIGINT (-d is only a bound). `during`
+// returns why it failed, or nothing.
+MachineRecording record_machine(const std::string& dir, const std::function<std::string()>& during) {
+  MachineRecording r;
+  const std::string profile = dir + "/profile.pb.gz";
+  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "600", "-F", kHzText, "-o", profile}, dir + "/record.log");
+  if (!record.wait_until_recording()) {
+    r.failure = "omniprof record never started recording:\n" + record.output();
+    return r;  // the record is killed with its object
+  }
+  const auto start = std::chrono::steady_clock::now();
+  r.failure = during();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(record.pid(), SIGINT);
+  const int status = record.wait();
+  r.output = record.output();
+  if (!r.failure.empty()) return r;
+  if (status != 0) {
+    r.failure = "omniprof record exited " + std::to_string(status) + ":\n" + r.output;
+    return r;
+  }
+  std::string error;
+  r.samples = read_samples(profile, &error);
+  if (r.samples.empty()) r.failure = "no samples read: " + error + "\n" + r.output;
+  return r;
+}
+
+// Runs COMMAND kRuns times in a row from a real shell loop (`sh -c`), at the
+// workloads' priority; "" when every run exited 0.
+std::string run_in_shell_loop(const std::vector<std::string>& command) {
+  const std::string loop =
+      "i=0; while [ $i -lt " + std::to_string(kRuns) + " ]; do \"$@\" || exit 1; i=$((i + 1)); done";
+  std::vector<std::string> argv = {"/bin/sh", "-c", loop, "sh"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  BackgroundProcess shell(argv);
+  const int status = shell.wait();
+  return status == 0 ? "" : "the shell loop running " + command.front() + " exited " + std::to_string(status);
+}
+
+// Whether `frames` (leaf first), from their first frame that is one of
+// chain[0, starts), are the rest of `chain` (leaf first, ending with main)
+// and then `tail`, to the end of the stack. Frames leafward of it (the
+// kernel, libc's clock_gettime, the vDSO) are free.
+bool carries_whole(const std::vector<std::string>& frames, const std::vector<std::string>& chain, size_t starts,
+                   const std::vector<std::string>& tail) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    auto at = std::find(chain.begin(), chain.begin() + starts, frames[i]);
+    if (at == chain.begin() + starts) continue;
+    std::vector<std::string> expected(at, chain.end());
+    expected.insert(expected.end(), tail.begin(), tail.end());
+    return std::equal(frames.begin() + i, frames.end(), expected.begin(), expected.end());
+  }
+  return false;
+}
+
+// The frames below main of the control's samples that carry `chain` (leaf
+// first, ending with main), the most frequent: what a long-lived process's
+// walk shows below main on this machine.
+std::vector<std::string> tail_below_main(const std::vector<Sample>& control, const std::vector<std::string>& chain) {
+  std::map<std::vector<std::string>, int64_t> tails;
+  for (const Sample& s : control) {
+    auto names = function_names(s.frames);
+    auto at = std::search(names.begin(), names.end(), chain.begin(), chain.end());
+    if (at != names.end()) tails[std::vector<std::string>(at + chain.size(), names.end())] += s.count;
+  }
+  std::vector<std::string> best;
+  int64_t most = 0;
+  for (const auto& [tail, count] : tails) {
+    if (count > most) best = tail, most = count;
+  }
+  return best;
+}
+
+// Of `samples`, those `selected` picks, judged whole by carries_whole.
+Judged judge_chain(const std::vector<Sample>& samples, const std::function<bool(const Sample&)>& selected,
+                   const std::vector<std::string>& chain, size_t starts, const std::vector<std::string>& tail) {
+  return judge(samples, selected,
+               [&](const Sample& s) { return carries_whole(function_names(s.frames), chain, starts, tail); });
+}
+
+void print_judged(const std::string& what, const Judged& j) {
+  std::cerr << "  " << what << ": " << j.whole << " of " << j.total << " whole (" << percent(j.whole, j.total) << ")"
+            << (j.counterexample.empty() ? "" : "; one that is not: " + j.counterexample) << "\n";
+}
+
+// short_lived_nofp's chain (tests/workloads/short_lived.c).
+const std::vector<std::string> kShortLivedChain = {"short_lived_spin", "short_lived_middle", "short_lived_outer",
+                                                   "main"};
+constexpr const char* kShortLivedHot = "short_lived_hot";  // its thread's name while the chain runs
+constexpr const char* kShortLivedMs = "30";
+
+// The long-lived control's arguments: it waits for GO, then bursts of 30 ms
+// of CPU through the same chain, ROUNDS of them 70 ms apart (about a third
+// of one CPU, leaving the rest of the machine to the processes judged).
+std::vector<std::string> control_command(const std::string& go, int rounds) {
+  return {workload("short_lived_nofp"), kShortLivedMs, std::to_string(rounds), "70", go};
+}
+
+TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNinetyFivePercentOfTheirSamples) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string dir = temp_dir("short-lived");
+  const std::string go = dir + "/go";
+  BackgroundProcess control(control_command(go, 30));
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    std::ofstream(go) << "go\n";
+    std::string failure = run_in_shell_loop({workload("short_lived_nofp"), kShortLivedMs});
+    if (control.wait() != 0) failure += " the control short_lived_nofp failed";
+    return failure;
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  const std::string control_pid = std::to_string(control.pid());
+  std::vector<Sample> of_control;
+  for (const Sample& s : r.samples) {
+    if (s.label("pid") == control_pid) of_control.push_back(s);
+  }
+  const std::vector<std::string> tail = tail_below_main(of_control, kShortLivedChain);
+  auto hot = [&](const Sample& s) { return s.label("pid") != control_pid && s.label("thread_name") == kShortLivedHot; };
+  auto in_spin = [&](const Sample& s) { return s.label("pid") != control_pid && s.has("short_lived_spin"); };
+  auto control_hot = [&](const Sample& s) { return s.label("thread_name") == kShortLivedHot; };
+  const Judged runs = judge_chain(r.samples, hot, kShortLivedChain, 1, tail);
+  const Judged spin = judge_chain(r.samples, in_spin, kShortLivedChain, 1, tail);
+  const Judged reference = judge_chain(of_control, control_hot, kShortLivedChain, 1, tail);
+  std::set<std::string> pids;
+  for (const Sample& s : r.samples) {
+    if (hot(s)) pids.insert(s.label("pid"));
+  }
+  // Each run burns 30 ms of its own CPU time in the chain.
+  const double expected = kRuns * 0.030 * kHz;
+  std::cerr << "short-lived -fomit-frame-pointer program, " << kRuns << " runs of " << kShortLivedMs
+            << " ms CPU (loop and control " << r.seconds << " s):\n"
+            << "  whole = " << joined(kShortLivedChain) << " <- " << joined(tail) << " (below main: the control's)\n";
+  print_judged("the control (long-lived, found at start)", reference);
+  print_judged("the runs' samples while in the chain (thread_name=" + std::string(kShortLivedHot) + ", " +
+                   std::to_string(pids.size()) + " pids; about " + std::to_string(int(expected)) + " expected)",
+               runs);
+  print_judged("the runs' samples holding short_lived_spin", spin);
+
+  ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
+  // The premise: a process the agent knew from the start is walked whole.
+  EXPECT_GE(reference.whole * 100, reference.total * 95)
+      << reference.whole << " of " << reference.total << " samples of the long-lived control are whole; one that is not: "
+      << reference.counterexample;
+  // So that the verdict cannot be vacuous: at least a third of the samples
+  // 3 s of CPU at 99 Hz gives (samples the agent drops lower this count).
+  ASSERT_GE(runs.total, int64_t(expected / 3))
+      << "too few samples of the runs in their chain to judge (about " << int(expected) << " expected)\n" << r.output;
+  EXPECT_GE(runs.whole * 100, runs.total * 95)
+      << runs.whole << " of " << runs.total << " samples of the 30 ms runs, taken while in "
+      << joined(kShortLivedChain) << ", carry it whole down to " << joined(tail)
+      << "; one that does not: " << runs.counterexample << "\n" << r.output;
+  EXPECT_GE(spin.whole * 100, spin.total * 95)
+      << spin.whole << " of " << spin.total << " samples of the 30 ms runs holding short_lived_spin are whole; one that "
+      << "is not: " << spin.counterexample;
+}
+
+// The short Python script: CPython 3.11+ (pyenv's).
+std::vector<Interpreter> python_3_11_and_later() {
+  static const std::regex name(R"(cpython_3_(1[1-9]|[2-9][0-9]))");  // as tests/CMakeLists.txt picks them
+  std::vector<Interpreter> out;
+  for (const Interpreter& i : parse_interpreters(OMNIPROF_PYTHON_INTERPRETERS)) {
+    if (std::regex_match(i.name, name)) out.push_back(i);
+  }
+  return out;
+}
+
+bool is_python_frame(const FrameLocation& frame) {
+  return frame.function == "[unknown python]" ||
+         (frame.file.size() > 3 && frame.file.compare(frame.file.size() - 3, 3, ".py") == 0);
+}
+
+// python_short_lived.py's Python stacks (leaf first), one per place its
+// thread can be while named shortpy_hot.
+const std::vector<std::vector<std::string>> kScriptStacks = {
+    {"shortpy_leaf", "shortpy_middle", "shortpy_outer", "<module>"},
+    {"shortpy_middle", "shortpy_outer", "<module>"},
+    {"shortpy_name", "shortpy_outer", "<module>"},
+    {"shortpy_outer", "<module>"}};
+constexpr const char* kShortPyHot = "shortpy_hot";
+constexpr const char* kShortPyMs = "40";
+
+class ShortLivedPythonTest : public ::testing::TestWithParam<Interpreter> {};
+
+TEST_P(ShortLivedPythonTest, HundredRunsOfAShortScriptHaveItsPythonFramesInNinetyPercentOfTheirSamples) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const Interpreter& python = GetParam();
+  if (access(python.path.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << python.path << " missing in CI";
+    GTEST_SKIP() << python.path << " not installed";
+  }
+  const std::string file = script("python_short_lived.py");
+  const std::string dir = temp_dir("short-python-" + python.name);
+  MachineRecording r = record_machine(dir, [&] { return run_in_shell_loop({python.path, file, kShortPyMs}); });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  auto hot = [&](const Sample& s) { return s.label("thread_name") == kShortPyHot; };
+  auto script_frames = [&](const Sample& s) {
+    std::vector<FrameLocation> py;
+    for (const auto& f : s.frames) {
+      if (is_python_frame(f)) py.push_back(f);
+    }
+    auto names = function_names(py);
+    return std::find(kScriptStacks.begin(), kScriptStacks.end(), names) != kScriptStacks.end() &&
+           std::all_of(py.begin(), py.end(), [&](const FrameLocation& f) { return f.file == file; });
+  };
+  const Judged runs = judge(r.samples, hot, script_frames);
+  // For the record: every sample of the processes seen running the script,
+  // the interpreter's start-up and exit included (no Python frame of the
+  // script there, rightly).
+  std::set<std::string> pids;
+  for (const Sample& s : r.samples) {
+    if (hot(s)) pids.insert(s.label("pid"));
+  }
+  const Judged all = judge(r.samples, [&](const Sample& s) { return pids.count(s.label("pid")) > 0; }, script_frames);
+  const double expected = kRuns * 0.040 * kHz;
+  std::cerr << python.path << " python_short_lived.py, " << kRuns << " runs of " << kShortPyMs
+            << " ms CPU in its functions (loop " << r.seconds << " s):\n";
+  print_judged("samples while in shortpy_outer (thread_name=" + std::string(kShortPyHot) + ", " +
+                   std::to_string(pids.size()) + " pids; about " + std::to_string(int(expected)) +
+                   " expected) with the script's Python stack",
+               runs);
+  print_judged("every sample of those pids (start-up and exit included) with the script's Python stack", all);
+
+  ASSERT_GE(runs.total, int64_t(expected / 3))
+      << "too few samples of the runs in shortpy_outer to judge (about " << int(expected) << " expected)\n"
+      << r.output;
+  EXPECT_GE(runs.whole * 100, runs.total * 90)
+      << runs.whole << " of " << runs.total << " samples taken while python_short_lived.py ran shortpy_outer have "
+      << "its Python frames (one of " << joined(kScriptStacks.front()) << " and its callers' stacks, in " << file
+      << "); one that does not: " << runs.counterexample << "\n" << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, ShortLivedPythonTest, ::testing::ValuesIn(python_3_11_and_later()),
+                         [](const ::testing::TestParamInfo<Interpreter>& info) { return info.param.name; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ShortLivedPythonTest);
+
+// dlopen_late_nofp's chain (tests/workloads/dlopen_late.c): the library's
+// three functions, then the program's.
+const std::vector<std::string> kLateChain = {"dl_leaf", "dl_stage", "dl_burn_for", "call_late_library", "main"};
+constexpr size_t kLateLibraryFunctions = 3;
+constexpr const char* kLateHot = "dl_late_hot";
+
+// Runs dlopen_late_nofp (DELAY_MS, 1 s of CPU in the library) under a
+// whole-machine recording beside the long-lived control, and judges the
+// samples in the library. Started before the agent (found by its start-up
+// scan) when `known_at_start`, else once the agent records.
+void expect_late_library_whole(bool known_at_start, const std::string& delay_ms) {
+  const std::string dir = temp_dir(known_at_start ? "late-dlopen-known" : "late-dlopen-new");
+  const std::string go = dir + "/go", gap_file = dir + "/gap";
+  BackgroundProcess control(control_command(go, 20));
+  std::vector<std::string> argv = {workload("dlopen_late_nofp"), delay_ms, "1", gap_file};
+  if (known_at_start) argv.push_back(go);
+  std::optional<BackgroundProcess> target;
+  if (known_at_start) target.emplace(argv);
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    std::ofstream(go) << "go\n";
+    if (!known_at_start) target.emplace(argv);
+    std::string failure;
+    if (target->wait() != 0) failure = "dlopen_late_nofp failed";
+    if (control.wait() != 0) failure += " the control short_lived_nofp failed";
+    return failure;
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  const std::string target_pid = std::to_string(target->pid()), control_pid = std::to_string(control.pid());
+  std::vector<Sample> of_control, of_target;
+  for (const Sample& s : r.samples) {
+    if (s.label("pid") == control_pid) of_control.push_back(s);
+    if (s.label("pid") == target_pid) of_target.push_back(s);
+  }
+  const std::vector<std::string> tail = tail_below_main(of_control, kShortLivedChain);
+  const Judged reference = judge_chain(
+      of_control, [](const Sample& s) { return s.label("thread_name") == kShortLivedHot; }, kShortLivedChain, 1, tail);
+  const Judged hot = judge_chain(
+      of_target, [](const Sample& s) { return s.label("thread_name") == kLateHot; }, kLateChain,
+      kLateLibraryFunctions, tail);
+  const Judged leaf = judge_chain(
+      of_target, [](const Sample& s) { return s.has("dl_leaf"); }, kLateChain, 1, tail);
+  const std::string gap = slurp(gap_file);
+  std::cerr << "late dlopen (" << (known_at_start ? "process found at start" : "process started while recording")
+            << ", " << delay_ms << " ms asleep, then dlopen and the call into the library "
+            << (gap.empty() ? std::string("?") : std::to_string(std::stod(gap) * 1000)) << " ms later; recorded "
+            << r.seconds << " s):\n"
+            << "  whole = " << joined(kLateChain) << " <- " << joined(tail) << " (from any of the library's "
+            << kLateLibraryFunctions << " functions; below main: the control's)\n";
+  print_judged("the control (long-lived, found at start)", reference);
+  print_judged("samples from the dlopen to the call's end (thread_name=" + std::string(kLateHot) + ")", hot);
+  print_judged("samples holding dl_leaf", leaf);
+
+  ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
+  EXPECT_GE(reference.whole * 100, reference.total * 95)
+      << reference.whole << " of " << reference.total << " samples of the long-lived control are whole; one that is not: "
+      << reference.counterexample;
+  // 1 s of CPU at 99 Hz: a third of it at least.
+  ASSERT_GE(hot.total, int64_t(kHz / 3)) << "too few samples in the library to judge\n" << r.output;
+  EXPECT_GE(hot.whole * 100, hot.total * 95)
+      << hot.whole << " of " << hot.total << " samples taken from the dlopen on carry " << joined(kLateChain)
+      << " <- " << joined(tail) << "; one that does not: " << hot.counterexample << "\n" << r.output;
+  EXPECT_GE(leaf.whole * 100, leaf.total * 95)
+      << leaf.whole << " of " << leaf.total << " samples holding dl_leaf are whole; one that is not: "
+      << leaf.counterexample;
+}
+
+// The agent has read the process (its start-up scan) long before it maps
+// the library and calls it within a millisecond.
+TEST(LateDlopenTest, LibraryCalledAtOnceByAProcessKnownSinceStartIsWalkedWhole) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  expect_late_library_whole(true, "0");
+}
+
+// The process starts while the agent records and sleeps half a second
+// (long enough for the agent to learn of it from its exec, not from its
+// samples), then maps the library and calls it within a millisecond.
+TEST(LateDlopenTest, LibraryCalledAtOnceByAProcessStartedWhileRecordingIsWalkedWhole) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  expect_late_library_whole(false, "500");
+}
+
+}  // namespace
+}  // namespace omniprof::e2e

@@ -1,0 +1,71 @@
+/* Workload of the short-lived process tests (tests/e2e/early_samples_test.cpp):
+ * burns CPU_MS milliseconds of its own CPU time in short_lived_spin, always
+ * reached through main -> short_lived_outer -> short_lived_middle ->
+ * short_lived_spin, with its thread named "short_lived_hot" meanwhile, then
+ * exits. Built -O2 -fomit-frame-pointer: only unwind tables walk it.
+ *
+ *   short_lived_nofp CPU_MS
+ *       once, then exit: what the test's shell loop starts 100 times.
+ *   short_lived_nofp CPU_MS ROUNDS PAUSE_MS GO_FILE
+ *       the long-lived control: waits for GO_FILE to exist (at most 120 s),
+ *       then ROUNDS times burns CPU_MS the same way and sleeps PAUSE_MS.
+ *
+ * The thread name tells the test which samples were taken while the chain
+ * ran: BPF reads it from the kernel at each sample (the label thread_name),
+ * whatever the profiler knows of the process. noinline keeps every link a
+ * real frame at -O2, and the empty asm after each call keeps it a call, not
+ * a jump. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "workload.h"
+
+static volatile uint64_t sink;
+
+__attribute__((noinline)) void short_lived_spin(double until) {
+  uint64_t x = sink;
+  while (thread_cpu_seconds() < until) x = churn(x);
+  sink = x;
+  __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void short_lived_middle(double until) {
+  short_lived_spin(until);
+  __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void short_lived_outer(double until) {
+  short_lived_middle(until);
+  __asm__ volatile("" ::: "memory");
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2 && argc != 5) {
+    fprintf(stderr, "usage: %s CPU_MS [ROUNDS PAUSE_MS GO_FILE]\n", argv[0]);
+    return 2;
+  }
+  double seconds = atof(argv[1]) / 1000;
+  int rounds = 1;
+  if (argc == 5) {
+    rounds = atoi(argv[2]);
+    /* A test that died must not leave this waiting forever. */
+    for (int i = 0; access(argv[4], F_OK) != 0; i++) {
+      if (i == 2400) {
+        fprintf(stderr, "%s never appeared\n", argv[4]);
+        return 1;
+      }
+      usleep(50000);
+    }
+  }
+  for (int round = 0; round < rounds; round++) {
+    if (round > 0) usleep((useconds_t)atoi(argv[3]) * 1000);
+    prctl(PR_SET_NAME, "short_lived_hot");
+    short_lived_outer(thread_cpu_seconds() + seconds);
+    prctl(PR_SET_NAME, "short_lived_end");
+  }
+  __asm__ volatile("" ::: "memory");
+  return 0;
+}
