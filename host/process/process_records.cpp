@@ -153,7 +153,11 @@ Result<std::unique_ptr<ProcessRecordStream>> ProcessRecordStream::open(size_t pa
   attr.comm = 1;
   attr.comm_exec = 1;  // exec flagged in COMM's misc
   attr.task = 1;       // FORK and EXIT
-  attr.wakeup_events = 1;
+  // A wake-up per record. wakeup_events counts samples only: records such
+  // as these wake the reader at the watermark, half the ring by default,
+  // which left a process undescribed until the poll's timeout.
+  attr.watermark = 1;
+  attr.wakeup_watermark = 1;
   // Times on CLOCK_MONOTONIC: the host measures how long after the kernel's
   // record it published the process (ProcessTracker's record delay).
   attr.use_clockid = 1;

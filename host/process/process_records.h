@@ -66,7 +66,7 @@ class ProcessRecordStream {
   ProcessRecordStream& operator=(const ProcessRecordStream&) = delete;
   ~ProcessRecordStream();
 
-  // Readable when some ring has records (wakeup on every record: the host
+  // Readable when some ring has records (a wake-up on every record: the host
   // answers within one wake-up of the mmap).
   int epoll_fd() const;
   // Every record in the rings now, ordered by time (one process's records
