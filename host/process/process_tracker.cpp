@@ -320,8 +320,24 @@ void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
     }
   }
   if (auto r = maps_->write_process_info(snapshot.pid, info); !r) {
-    count(&ProcessTrackerStats::process_info_errors);
-    log().warn("{} (raise maps.processes in the config)", r.error().message);
+    // Every process the machine starts is described now (process records):
+    // a full map would otherwise log at each one. Counted always, logged at
+    // most once a minute.
+    uint64_t failures = 0;
+    bool say = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failures = ++stats_.process_info_errors;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_process_info_warning_ >= std::chrono::minutes(1) || failures == 1) {
+        last_process_info_warning_ = now;
+        say = true;
+      }
+    }
+    if (say) {
+      log().warn("{} (raise maps.processes in the config; {} such failures so far, host.process_info_errors)",
+                 r.error().message, failures);
+    }
   }
 }
 

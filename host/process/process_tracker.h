@@ -199,6 +199,7 @@ class ProcessTracker {
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   std::atomic<bool> records_active_{false};
+  std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_
   // Execs whose mappings have not come yet: the event thread's alone.
   std::unordered_map<int32_t, RecordView> pending_record_views_;
   // Execs whose own facts are to be read (the event thread's alone;
