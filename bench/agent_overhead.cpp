@@ -42,6 +42,7 @@
 
 namespace {
 
+using omniprof::bench::process_cpu_seconds;
 using omniprof::bench::spawn;
 
 using Clock = std::chrono::steady_clock;
@@ -54,21 +55,6 @@ struct Usage {
   std::map<std::string, double> bpf_ns_per_run;
   bool ok = false;
 };
-
-// CPU time of a live process, all threads, in seconds: the first field of
-// each thread's schedstat is its run time in nanoseconds (utime/stime in
-// /proc/PID/stat count whole clock ticks, too coarse for an agent that runs
-// a few milliseconds a second).
-double process_cpu_seconds(pid_t pid) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  FILE* pipe = popen(("cat " + dir + "/*/schedstat 2>/dev/null").c_str(), "r");
-  if (!pipe) return 0;
-  double total_ns = 0;
-  unsigned long long run_ns = 0, wait_ns = 0, slices = 0;
-  while (std::fscanf(pipe, "%llu %llu %llu", &run_ns, &wait_ns, &slices) == 3) total_ns += run_ns;
-  pclose(pipe);
-  return total_ns / 1e9;
-}
 
 // run_time_ns / run_cnt of the BPF programs whose names start with a prefix.
 std::map<std::string, double> bpf_program_costs(const std::vector<std::string>& prefixes) {

@@ -53,6 +53,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_support.h"
 #include "unwind/unwind_table.h"
 
 extern char** environ;
@@ -97,6 +98,7 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { operator de
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using omniprof::bench::status_bytes;
 using omniprof::unwind::UnwindRow;
 using omniprof::unwind::UnwindTable;
 using omniprof::unwind::UnwindTableBuilder;
@@ -139,17 +141,6 @@ double time_readelf(const std::string& path) {
     if (errno != EINTR) return -1;
   }
   return elapsed_ms(start);
-}
-
-// A "VmRSS:" or "VmHWM:" figure of /proc/self/status, in bytes.
-size_t status_bytes(const char* field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  const size_t length = std::strlen(field);
-  while (std::getline(status, line)) {
-    if (line.compare(0, length, field) == 0) return std::strtoull(line.c_str() + length, nullptr, 10) * 1024;
-  }
-  return 0;
 }
 
 // Resets VmHWM to the current RSS (Linux 4.0+).
