@@ -349,6 +349,9 @@ Result<void> Agent::collect() {
     drain_errors_++;
     log().error("draining BPF maps: {}", r.error().message);
   }
+  std::unordered_set<int32_t> sampled;
+  for (const auto& [key, count] : round_.counts) sampled.insert(static_cast<int32_t>(key.pid));
+  processes_->drained(sampled);
   return r;
 }
 

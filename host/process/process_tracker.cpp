@@ -103,9 +103,29 @@ void ProcessTracker::resolve_executable(ProcessSnapshot& snapshot, size_t index)
   ExecutableRef& ref = snapshot.executables[index];
   ref = ExecutableRef{};
   Result<OpenedMapping> opened = make_error("not a file");
+  // An identified file whose descriptor is held: its id and load bias
+  // without opening anything.
+  auto use_known = [&](std::shared_ptr<const OpenExecutable> known, std::string_view name) {
+    if (!known || !symbolizer_) return false;
+    const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
+    auto vaddr = symbolizer_->runtime_to_elf_vaddr(known->file_id, known->path, m.start, m.start, m.offset,
+                                                   ElfSymbolizer::DebugLookup{name, root});
+    if (!vaddr) return false;
+    ref.file_id = known->file_id;
+    ref.path = known->path;
+    ref.file = std::move(known);
+    ref.load_bias = m.start - *vaddr;
+    return true;
+  };
   if (m.path == "[vdso]") {
     if (snapshot.vdso_path.empty()) snapshot.vdso_path = vdso_copy(snapshot.pid, m);
     if (snapshot.vdso_path.empty()) return;
+    std::shared_ptr<const OpenExecutable> known;
+    {
+      std::lock_guard<std::mutex> lock(vdso_mutex_);
+      if (auto it = vdso_opened_.find(snapshot.vdso_path); it != vdso_opened_.end()) known = it->second.lock();
+    }
+    if (use_known(std::move(known), std::string_view())) return;
     auto copy = open_regular_file(snapshot.vdso_path);
     opened = copy ? Result<OpenedMapping>(OpenedMapping{std::move(*copy), snapshot.vdso_path})
                   : Result<OpenedMapping>(copy.error());
@@ -116,18 +136,7 @@ void ProcessTracker::resolve_executable(ProcessSnapshot& snapshot, size_t index)
       std::lock_guard<std::mutex> lock(mapped_files_mutex_);
       if (auto it = mapped_files_.find(key); it != mapped_files_.end()) known = it->second.lock();
     }
-    if (known && symbolizer_) {
-      const std::string root = fmt::format("/proc/{}/root", snapshot.pid);
-      auto vaddr = symbolizer_->runtime_to_elf_vaddr(known->file_id, known->path, m.start, m.start, m.offset,
-                                                     ElfSymbolizer::DebugLookup{m.path, root});
-      if (vaddr) {
-        ref.file_id = known->file_id;
-        ref.path = known->path;
-        ref.file = std::move(known);
-        ref.load_bias = m.start - *vaddr;
-        return;
-      }
-    }
+    if (use_known(std::move(known), m.path)) return;
     // The file the process maps, not what its path names now.
     opened = open_mapped_file(snapshot.pid, m);
   } else {
@@ -162,7 +171,10 @@ void ProcessTracker::resolve_executable(ProcessSnapshot& snapshot, size_t index)
   }
   ref.file_id = id->file_id;
   ref.load_bias = m.start - *vaddr;
-  if (ref.file && m.is_file_backed()) {
+  if (ref.file && m.path == "[vdso]") {
+    std::lock_guard<std::mutex> lock(vdso_mutex_);
+    vdso_opened_[snapshot.vdso_path] = ref.file;
+  } else if (ref.file && m.is_file_backed()) {
     std::lock_guard<std::mutex> lock(mapped_files_mutex_);
     if (mapped_files_.size() >= 4 * OpenExecutables::kDefaultMaxOpen) {
       std::erase_if(mapped_files_, [](const auto& entry) { return entry.second.expired(); });
@@ -428,6 +440,7 @@ void ProcessTracker::mark_exited_locked(int32_t pid) {
     auto copy = std::make_shared<ProcessSnapshot>(*it->second);
     copy->exited = true;
     it->second = copy;
+    exit_noted_at_drain_[pid] = drains_;
   }
   if (maps_) maps_->delete_process_info(pid);
 }
@@ -811,15 +824,48 @@ void ProcessTracker::end_round() {
       bool gone = !claimed_.count(it->first) &&
                   (it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0);
       if (gone) {
-        last_refresh_.erase(it->first);
-        if (maps_) maps_->delete_process_info(it->first);
         forgotten.push_back(std::move(it->second));
-        it = processes_.erase(it);
+        it = forget_locked(it);
       } else {
         ++it;
       }
     }
   }
+  let_go(forgotten);
+}
+
+void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_round) {
+  std::vector<std::shared_ptr<ProcessSnapshot>> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drains_++;
+    for (auto it = exit_noted_at_drain_.begin(); it != exit_noted_at_drain_.end();) {
+      const int32_t pid = it->first;
+      // Its exit noted before the previous drain began: every sample it
+      // took is in the round now. None: nothing will be named after it.
+      if (it->second + 1 >= drains_ || sampled_this_round.count(pid) || claimed_.count(pid)) {
+        ++it;
+        continue;
+      }
+      it = exit_noted_at_drain_.erase(it);
+      auto known = processes_.find(pid);
+      if (known == processes_.end() || !known->second->exited) continue;
+      forgotten.push_back(std::move(known->second));
+      forget_locked(known);
+    }
+  }
+  let_go(forgotten);
+}
+
+std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessTracker::forget_locked(
+    std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it) {
+  last_refresh_.erase(it->first);
+  exit_noted_at_drain_.erase(it->first);
+  if (maps_) maps_->delete_process_info(it->first);
+  return processes_.erase(it);
+}
+
+void ProcessTracker::let_go(const std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {
   // The last reference to an executable unloads its table in the plugins.
   // Which process took which tables with it is logged (debug) per process:
   // host.executables_unloaded counts them machine-wide.
@@ -829,8 +875,9 @@ void ProcessTracker::end_round() {
       log().debug("pid {} gone: unwind tables unloaded (no other process maps them): {}", snapshot->pid, unloaded);
     }
   }
-  // After the round's profile is assembled (the agent calls end_round then):
-  // plugins may drop what they kept to name the process's frames.
+  // After the round's profile is assembled (the agent calls end_round then),
+  // or for a process none of whose samples are in the round: plugins may
+  // drop what they kept to name the process's frames.
   for (const auto& snapshot : forgotten) forget_in_plugins(snapshot->pid);
 }
 

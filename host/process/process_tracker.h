@@ -107,6 +107,12 @@ class ProcessTracker {
   std::shared_ptr<const KnownProcesses> snapshot() const;
   // Called after a round's profile is built: forgets processes that exited.
   void end_round();
+  // Called after each drain of the BPF maps with the pids the round has
+  // samples of: a process whose exit was noted before the previous drain
+  // began and that has none is forgotten now, not at the round's end (a
+  // machine starting hundreds of processes a second would otherwise hold
+  // every one of them for a whole round).
+  void drained(const std::unordered_set<int32_t>& sampled_this_round);
 
   ProcessTrackerStats stats() const;
   size_t size() const;
@@ -168,6 +174,11 @@ class ProcessTracker {
   // and symbols come from an ELF file like everything else.
   std::string vdso_copy(int32_t pid, const ProcMapping& mapping);
   void forget_in_plugins(int32_t pid);
+  // Removes a process (its process_info too); caller holds mutex_.
+  std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator forget_locked(
+      std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it);
+  // Releases forgotten processes' executables and tells the plugins.
+  void let_go(const std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten);
   void count(uint64_t ProcessTrackerStats::*counter);
 
   // Reading /proc, taking executable references (whose first one builds the
@@ -199,6 +210,8 @@ class ProcessTracker {
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   std::atomic<bool> records_active_{false};
+  uint64_t drains_ = 0;  // under mutex_
+  std::unordered_map<int32_t, uint64_t> exit_noted_at_drain_;  // under mutex_: drains_ when its exit was noted
   std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_
   // Execs whose mappings have not come yet: the event thread's alone.
   std::unordered_map<int32_t, RecordView> pending_record_views_;
@@ -226,6 +239,7 @@ class ProcessTracker {
   std::string vdso_dir_;
   std::unordered_map<uint64_t, std::string> vdso_files_;  // content hash -> copy
   std::unordered_set<uint64_t> vdso_sizes_;  // of the copies
+  std::unordered_map<std::string, std::weak_ptr<const OpenExecutable>> vdso_opened_;  // copy -> its kept descriptor
 };
 
 }  // namespace omniprof

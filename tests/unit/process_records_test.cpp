@@ -259,6 +259,27 @@ TEST_F(ProcessTrackerRecordsTest, ProcessGoneBeforeTheHostReadsItIsDescribedFrom
   EXPECT_EQ(tracker_.stats().gone_before_read, 0u);
 }
 
+// Hundreds of short processes a second: one that exited unsampled is
+// forgotten after the drain following its exit's (every sample it took is
+// drained by then), not kept until the round ends; a sampled one is kept
+// for naming.
+TEST_F(ProcessTrackerRecordsTest, ExitedProcessWithoutSamplesIsForgottenAfterTheNextDrain) {
+  const auto own = own_executable_mappings();
+  const int32_t unsampled = exited_pid();
+  const int32_t sampled = exited_pid();
+  for (int32_t pid : {unsampled, sampled}) {
+    tracker_.apply_records({exec(pid, "short", 1), mmap(pid, own[0], 2), task(PERF_RECORD_EXIT, pid, 1, 3)});
+    ASSERT_NE(known(pid), nullptr);
+  }
+  tracker_.drained({sampled});  // began before the exits were noted, maybe
+  EXPECT_NE(known(unsampled), nullptr) << "a sample taken before its exit may still be in BPF";
+  tracker_.drained({sampled});
+  EXPECT_EQ(known(unsampled), nullptr) << "kept for a round though nothing will be named after it";
+  EXPECT_NE(known(sampled), nullptr) << "its samples are in the round: named at its close";
+  tracker_.end_round();
+  EXPECT_EQ(known(sampled), nullptr);
+}
+
 // A fork gives the child its parent's mappings (described from /proc here),
 // without reading /proc again; its exec then starts it anew.
 TEST_F(ProcessTrackerRecordsTest, ForkInheritsTheParentsMappingsAndExecReplacesThem) {
