@@ -65,6 +65,16 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
     malformed = true;
     return false;
   };
+  // COMM and MMAP2 take their time from the sample_id trailer.
+  auto start = [&](ProcessRecord::Kind kind, uint32_t pid, uint32_t tid) {
+    SampleId id;
+    std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
+    out = ProcessRecord{};
+    out.kind = kind;
+    out.pid = static_cast<int32_t>(pid);
+    out.tid = static_cast<int32_t>(tid);
+    out.time_ns = id.time;
+  };
   switch (header->type) {
     case PERF_RECORD_FORK:
     case PERF_RECORD_EXIT: {
@@ -85,14 +95,8 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
       if (body_size < sizeof(CommBody) + sizeof(SampleId)) return fail();
       CommBody comm;
       std::memcpy(&comm, body, sizeof(comm));
-      SampleId id;
-      std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
-      out = ProcessRecord{};
-      out.kind = ProcessRecord::Kind::kExec;
-      out.pid = static_cast<int32_t>(comm.pid);
-      out.tid = static_cast<int32_t>(comm.tid);
-      out.time_ns = id.time;
-      if (!read_string(body + sizeof(comm), record + header->size - sizeof(id), out.comm)) return fail();
+      start(ProcessRecord::Kind::kExec, comm.pid, comm.tid);
+      if (!read_string(body + sizeof(comm), record + header->size - sizeof(SampleId), out.comm)) return fail();
       return true;
     }
     case PERF_RECORD_MMAP2: {
@@ -102,15 +106,9 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
       if (!(mmap.prot & PROT_EXEC)) return false;
       // With build ids asked for, maj/min/ino would be a build id: we never ask.
       if (header->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) return fail();
-      SampleId id;
-      std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
-      out = ProcessRecord{};
-      out.kind = ProcessRecord::Kind::kMmap;
-      out.pid = static_cast<int32_t>(mmap.pid);
-      out.tid = static_cast<int32_t>(mmap.tid);
-      out.time_ns = id.time;
+      start(ProcessRecord::Kind::kMmap, mmap.pid, mmap.tid);
       ProcMapping& m = out.mapping;
-      if (!read_string(body + sizeof(mmap), record + header->size - sizeof(id), m.path)) return fail();
+      if (!read_string(body + sizeof(mmap), record + header->size - sizeof(SampleId), m.path)) return fail();
       m.start = mmap.addr;
       m.end = mmap.addr + mmap.len;
       m.offset = mmap.pgoff;
