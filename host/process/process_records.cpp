@@ -66,13 +66,12 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
     return false;
   };
   // COMM and MMAP2 take their time from the sample_id trailer.
-  auto start = [&](ProcessRecord::Kind kind, uint32_t pid, uint32_t tid) {
+  auto start = [&](ProcessRecord::Kind kind, uint32_t pid) {
     SampleId id;
     std::memcpy(&id, record + header->size - sizeof(id), sizeof(id));
     out = ProcessRecord{};
     out.kind = kind;
     out.pid = static_cast<int32_t>(pid);
-    out.tid = static_cast<int32_t>(tid);
     out.time_ns = id.time;
   };
   switch (header->type) {
@@ -85,7 +84,6 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
       out = ProcessRecord{};
       out.kind = header->type == PERF_RECORD_FORK ? ProcessRecord::Kind::kFork : ProcessRecord::Kind::kExit;
       out.pid = static_cast<int32_t>(task.pid);
-      out.tid = static_cast<int32_t>(task.tid);
       out.parent_pid = static_cast<int32_t>(task.ppid);
       out.time_ns = task.time;
       return true;
@@ -95,7 +93,7 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
       if (body_size < sizeof(CommBody) + sizeof(SampleId)) return fail();
       CommBody comm;
       std::memcpy(&comm, body, sizeof(comm));
-      start(ProcessRecord::Kind::kExec, comm.pid, comm.tid);
+      start(ProcessRecord::Kind::kExec, comm.pid);
       if (!read_string(body + sizeof(comm), record + header->size - sizeof(SampleId), out.comm)) return fail();
       return true;
     }
@@ -106,7 +104,7 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
       if (!(mmap.prot & PROT_EXEC)) return false;
       // With build ids asked for, maj/min/ino would be a build id: we never ask.
       if (header->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) return fail();
-      start(ProcessRecord::Kind::kMmap, mmap.pid, mmap.tid);
+      start(ProcessRecord::Kind::kMmap, mmap.pid);
       ProcMapping& m = out.mapping;
       if (!read_string(body + sizeof(mmap), record + header->size - sizeof(SampleId), m.path)) return fail();
       m.start = mmap.addr;

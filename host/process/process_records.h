@@ -36,7 +36,6 @@ struct ProcessRecord {
   enum class Kind { kFork, kExec, kMmap, kExit };
   Kind kind = Kind::kMmap;
   int32_t pid = 0;         // the process (tgid)
-  int32_t tid = 0;         // the thread
   int32_t parent_pid = 0;  // kFork: the parent process
   uint64_t time_ns = 0;    // CLOCK_MONOTONIC; orders records across CPUs
   std::string comm;        // kExec: the new image's name

@@ -224,6 +224,10 @@ std::optional<std::vector<ProcMapping>> ProcessTracker::executable_mappings(int3
 
 void ProcessTracker::set_resource_settings(ResourceSettings settings) { resource_settings_ = std::move(settings); }
 
+std::shared_ptr<const ResourceAttributes> ProcessTracker::resource_for(const ProcessFacts& facts) const {
+  return std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, facts, host_attributes_));
+}
+
 std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   auto mappings = executable_mappings(pid);
   if (!mappings) return nullptr;
@@ -232,8 +236,7 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::describe(int32_t pid) {
   snapshot->comm = read_first_line(fmt::format("/proc/{}/comm", pid));
   snapshot->exe = read_link(fmt::format("/proc/{}/exe", pid));
   snapshot->facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, snapshot->comm, snapshot->exe));
-  snapshot->resource =
-      std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *snapshot->facts, host_attributes_));
+  snapshot->resource = resource_for(*snapshot->facts);
   snapshot->mappings = std::move(*mappings);
   resolve_executables(*snapshot);
   return snapshot;
@@ -653,8 +656,7 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
     view.facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, snapshot->comm, snapshot->exe));
   }
   if (!view.resource) {
-    view.resource =
-        std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *view.facts, host_attributes_));
+    view.resource = resource_for(*view.facts);
   }
   snapshot->facts = view.facts;
   snapshot->resource = view.resource;
@@ -695,8 +697,7 @@ void ProcessTracker::read_deferred_facts() {
     }
     if (!known || access(fmt::format("/proc/{}", pid).c_str(), F_OK) != 0) continue;
     auto facts = std::make_shared<const ProcessFacts>(read_process_facts(pid, known->comm, known->exe));
-    auto resource =
-        std::make_shared<const ResourceAttributes>(process_resource(resource_settings_, *facts, host_attributes_));
+    auto resource = resource_for(*facts);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = processes_.find(pid);
     // Re-published meanwhile (its next mappings) it still has the facts it

@@ -197,6 +197,9 @@ class ProcessTracker {
   ExecutableInfoManager* executables_ = nullptr;
   OpenExecutables* files_ = nullptr;
   ElfSymbolizer* symbolizer_ = nullptr;
+  // A process's resource attributes from its facts, by resource_settings_.
+  std::shared_ptr<const ResourceAttributes> resource_for(const ProcessFacts& facts) const;
+
   ResourceSettings resource_settings_;
   ResourceAttributes host_attributes_ = host_attributes();
   // Never held while calling a plugin or the ExecutableInfoManager.
