@@ -254,7 +254,23 @@ const Plugin& PluginHost::load_file(const std::string& path, const PluginHostOpt
     return p;
   }
   if (auto r = assign_slot(p); !r) return refuse(r.error());
-  if (auto r = load_object(p); !r) return refuse(r.error());
+  Result<void> loaded = load_object(p);
+  // The kernel's verifier refused the program its features chose (a newer
+  // verifier may walk more states of a loop than its limit allows): the
+  // next alternative the kernel can run takes the slot (the plugin's last
+  // needs nothing), said once. A libbpf object that failed to load cannot
+  // be loaded again, so it is opened anew.
+  while (!loaded && p.program_index + 1 < p.hooks.num_programs) {
+    const std::string refused = p.program, why = loaded.error().message;
+    bpf_object__close(p.object);
+    p.object = nullptr;
+    if (auto r = open_object(p, p.program_index + 1); !r) return refuse(r.error());
+    log().warn("plugin {}: this kernel refuses its program {} ({}): loading {} instead", p.name, refused, why,
+               p.program);
+    if (auto r = assign_slot(p); !r) return refuse(r.error());
+    loaded = load_object(p);
+  }
+  if (!loaded) return refuse(loaded.error());
   if (auto r = create_instance(p, options); !r) return refuse(r.error());
   bpf_program* prog = bpf_object__find_program_by_name(p.object, p.program);
   if (auto r = maps_->update_tail_call(p.slot, bpf_program__fd(prog)); !r) return refuse(r.error());
@@ -318,7 +334,7 @@ Result<void> PluginHost::check_entry(Plugin& p) const {
   return ok();
 }
 
-Result<void> PluginHost::open_object(Plugin& p) {
+Result<void> PluginHost::open_object(Plugin& p, size_t first_candidate) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p.hooks.name);
   p.object = bpf_object__open_mem(p.hooks.bpf_object, p.hooks.bpf_object_size, &opts);
   if (!p.object) {
@@ -336,8 +352,9 @@ Result<void> PluginHost::open_object(Plugin& p) {
   p.program = nullptr;
   for (size_t i = 0; i < p.hooks.num_programs; ++i) {
     const omniprof_program_slot& program = p.hooks.programs[i];
-    if (!p.program && (program.needs & ~kernel_features()) == 0) {
+    if (!p.program && i >= first_candidate && (program.needs & ~kernel_features()) == 0) {
       p.program = program.program_name;
+      p.program_index = i;
       continue;
     }
     bpf_program__set_autoload(bpf_object__find_program_by_name(p.object, program.program_name), false);

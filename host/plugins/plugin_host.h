@@ -52,6 +52,7 @@ struct Plugin {
   void* instance = nullptr;
   bpf_object* object = nullptr;
   const char* program = nullptr;  // the program that fills the slot
+  size_t program_index = 0;       // its index in hooks.programs
   // This plugin's own host API (its `host` context names the plugin, for
   // private_map_fd); lives as long as the Plugin, past `destroy`.
   omniprof_host_api api{};
@@ -161,7 +162,9 @@ class PluginHost {
 
  private:
   Result<void> check_entry(Plugin& plugin) const;
-  Result<void> open_object(Plugin& plugin);
+  // Opens the plugin's BPF object with the first of its programs, from
+  // `first_candidate` on, that the kernel can run (by its features).
+  Result<void> open_object(Plugin& plugin, size_t first_candidate = 0);
   Result<void> assign_slot(Plugin& plugin);
   Result<void> load_object(Plugin& plugin);
   Result<void> create_instance(Plugin& plugin, const PluginHostOptions& options);

@@ -5,9 +5,9 @@
 //   a row by a shell loop while `omniprof record` records the whole machine
 //   (no -p: the processes do not exist yet): >= 95% of its samples carry its
 //   whole chain.
-// (The same with a short Python script, its Python frames in >= 90% of its
-// samples on 3.11+, is not here yet: its code objects are read by the
-// plugin's tick after the process is gone. Issue 17 says what is missing.)
+// - The same with a short Python script on CPython 3.12 and 3.13 (3.11: see
+//   python_short_lived_interpreters): >= 90% of its samples show its
+//   Python frames, each named.
 // - A process that maps a library long after it started (dlopen) and calls
 //   into it at once: >= 95% of the samples in the library carry the whole
 //   chain.
@@ -195,7 +195,13 @@ TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNin
   auto hot = [&](const Sample& s) { return s.label("pid") != control_pid && s.label("thread_name") == kShortLivedHot; };
   auto in_spin = [&](const Sample& s) { return s.label("pid") != control_pid && s.has("short_lived_spin"); };
   auto control_hot = [&](const Sample& s) { return s.label("thread_name") == kShortLivedHot; };
-  const Judged runs = judge_chain(r.samples, hot, kShortLivedChain, 1, tail);
+  // A run's thread is named hot from inside prctl(PR_SET_NAME) on: a sample
+  // taken there, before the call returns (its kernel part in the COMM
+  // record the rename makes), is whole when it goes prctl <- main <- tail.
+  const Judged runs = judge(r.samples, hot, [&](const Sample& s) {
+    const std::vector<std::string> names = function_names(s.frames);
+    return carries_whole(names, kShortLivedChain, 1, tail) || carries_whole(names, {"prctl", "main"}, 1, tail);
+  });
   const Judged spin = judge_chain(r.samples, in_spin, kShortLivedChain, 1, tail);
   const Judged reference = judge_chain(of_control, control_hot, kShortLivedChain, 1, tail);
   std::set<std::string> pids;
@@ -208,7 +214,7 @@ TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNin
             << " ms CPU (loop and control " << r.seconds << " s):\n"
             << "  whole = " << joined(kShortLivedChain) << " <- " << joined(tail) << " (below main: the control's)\n";
   print_judged("the control (long-lived, found at start)", reference);
-  print_judged("the runs' samples while in the chain (thread_name=" + std::string(kShortLivedHot) + ", " +
+  print_judged("the runs' samples while named hot (thread_name=" + std::string(kShortLivedHot) + ", " +
                    std::to_string(pids.size()) + " pids; about " + std::to_string(int(expected)) + " expected)",
                runs);
   print_judged("the runs' samples holding short_lived_spin", spin);
@@ -231,21 +237,113 @@ TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNin
       << "is not: " << spin.counterexample;
 }
 
+// The short Python script (tests/workloads/python_short_lived.py): its
+// chain, leaf first, and its thread's name while the chain runs.
+const std::vector<std::string> kPythonShortChain = {"short_hot", "short_middle", "<module>"};
+constexpr const char* kPythonShortHot = "py_short_hot";
+constexpr const char* kPythonShortScript = "python_short_lived.py";
+
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+// Whether the sample shows the script's Python frames, every one named: at
+// least one, none "[unknown python]", the outermost the script's <module>,
+// and from short_hot (where the sample holds it) the whole chain.
+bool shows_the_scripts_python_frames(const Sample& s) {
+  std::vector<std::string> python;
+  std::string outermost_file;
+  for (const FrameLocation& f : s.frames) {
+    if (f.function == "[unknown python]") return false;
+    if (ends_with(f.file, ".py")) {
+      python.push_back(f.function);
+      outermost_file = f.file;
+    }
+  }
+  if (python.empty() || python.back() != "<module>" || !ends_with(outermost_file, kPythonShortScript)) return false;
+  auto hot = std::find(python.begin(), python.end(), kPythonShortChain.front());
+  return hot == python.end() || std::equal(hot, python.end(), kPythonShortChain.begin(), kPythonShortChain.end());
+}
+
+// CPython 3.12 and 3.13, of the interpreters the tests run. Not 3.11 yet
+// (issue 17): there the script's short_middle is named "<module>" line 1 in
+// nearly every run. Its code object takes the address of a module's code
+// object that start-up ran, was sampled in, and freed; the plugin read that
+// one at once (the walk asked for a tick) and keeps its name per (pid,
+// address), and the walk does not note the address again. Telling them
+// apart needs something of the code object in each frame's record.
+std::vector<Interpreter> python_short_lived_interpreters() {
+  std::vector<Interpreter> out;
+  for (const Interpreter& i : parse_interpreters(OMNIPROF_PYTHON_INTERPRETERS)) {
+    if (i.name == "cpython_3_12" || i.name == "cpython_3_13") out.push_back(i);
+  }
+  return out;
+}
+
+class ShortLivedPythonTest : public ::testing::TestWithParam<Interpreter> {};
+
+// The script lives about as long as its start-up and 30 ms of CPU: its
+// code objects are read (the plugin's tick, asked for by the walk that
+// first met them) while it lives, so its frames are named though it is gone
+// long before the round ends.
+TEST_P(ShortLivedPythonTest, HundredRunsOfA30msScriptShowTheirPythonFramesInNinetyPercentOfTheirSamples) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  if (access(GetParam().path.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << GetParam().path << " missing in CI";
+    GTEST_SKIP() << GetParam().path << " not installed";
+  }
+  const std::string dir = temp_dir("short-lived-python");
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    return run_in_shell_loop({GetParam().path, script(kPythonShortScript), kShortLivedMs});
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  std::set<std::string> pids;
+  for (const Sample& s : r.samples) {
+    if (s.label("thread_name") == kPythonShortHot) pids.insert(s.label("pid"));
+  }
+  auto hot = [&](const Sample& s) { return s.label("thread_name") == kPythonShortHot; };
+  const Judged runs = judge(r.samples, hot, shows_the_scripts_python_frames);
+  const double expected = kRuns * 0.030 * kHz;
+  std::cerr << GetParam().path << " " << kPythonShortScript << ", " << kRuns << " runs of " << kShortLivedMs
+            << " ms CPU (loop " << r.seconds << " s):\n";
+  print_judged("the runs' samples while named hot (thread_name=" + std::string(kPythonShortHot) + ", " +
+                   std::to_string(pids.size()) + " pids; about " + std::to_string(int(expected)) + " expected)",
+               runs);
+  for (const std::string& line : {std::string("host.plugin_ticks_on_request"), std::string("python.frames")}) {
+    auto at = r.output.find(line);
+    if (at != std::string::npos) std::cerr << "  " << r.output.substr(at, r.output.find('\n', at) - at) << "\n";
+  }
+  ASSERT_GE(runs.total, int64_t(expected / 3))
+      << "too few samples of the runs to judge (about " << int(expected) << " expected)\n" << r.output;
+  EXPECT_GE(runs.whole * 100, runs.total * 90)
+      << runs.whole << " of " << runs.total << " samples of the 30 ms runs show the script's Python frames ("
+      << joined(kPythonShortChain) << ", each named); one that does not: " << runs.counterexample << "\n"
+      << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, ShortLivedPythonTest, ::testing::ValuesIn(python_short_lived_interpreters()),
+                         [](const ::testing::TestParamInfo<Interpreter>& info) { return info.param.name; });
+
 // dlopen_late_nofp's chain (tests/workloads/dlopen_late.c): the library's
 // three functions, then the program's.
 const std::vector<std::string> kLateChain = {"dl_leaf", "dl_stage", "dl_burn_for", "call_late_library", "main"};
 constexpr size_t kLateLibraryFunctions = 3;
 constexpr const char* kLateHot = "dl_late_hot";
 
-// Runs dlopen_late_nofp (DELAY_MS, 1 s of CPU in the library) under a
+// Runs dlopen_late_nofp (DELAY_MS, 2 s of CPU in the library) under a
 // whole-machine recording beside the long-lived control, and judges the
 // samples in the library. Started before the agent (found by its start-up
-// scan) when `known_at_start`, else once the agent records.
+// scan) when `known_at_start`, else once the agent records. 2 s, so that
+// the bar holds in the kernel matrix's emulated guests too, where the first
+// read of the new library (over 9p) and its table take some 50 ms of the
+// call that a real machine spends in about one: what is lost is printed.
 void expect_late_library_whole(bool known_at_start, const std::string& delay_ms) {
   const std::string dir = temp_dir(known_at_start ? "late-dlopen-known" : "late-dlopen-new");
   const std::string go = dir + "/go", gap_file = dir + "/gap";
   BackgroundProcess control(control_command(go, 20));
-  std::vector<std::string> argv = {workload("dlopen_late_nofp"), delay_ms, "1", gap_file};
+  std::vector<std::string> argv = {workload("dlopen_late_nofp"), delay_ms, "2", gap_file};
   if (known_at_start) argv.push_back(go);
   std::optional<BackgroundProcess> target;
   if (known_at_start) target.emplace(argv);
@@ -268,9 +366,15 @@ void expect_late_library_whole(bool known_at_start, const std::string& delay_ms)
   const std::vector<std::string> tail = tail_below_main(of_control, kShortLivedChain);
   const Judged reference = judge_chain(
       of_control, [](const Sample& s) { return s.label("thread_name") == kShortLivedHot; }, kShortLivedChain, 1, tail);
-  const Judged hot = judge_chain(
-      of_target, [](const Sample& s) { return s.label("thread_name") == kLateHot; }, kLateChain,
-      kLateLibraryFunctions, tail);
+  // Named hot from inside prctl(PR_SET_NAME) on: a sample taken there,
+  // before the call returns, is whole when it goes prctl <- main <- tail.
+  const Judged hot = judge(
+      of_target, [](const Sample& s) { return s.label("thread_name") == kLateHot; },
+      [&](const Sample& s) {
+        const std::vector<std::string> names = function_names(s.frames);
+        return carries_whole(names, kLateChain, kLateLibraryFunctions, tail) ||
+               carries_whole(names, {"prctl", "main"}, 1, tail);
+      });
   const Judged leaf = judge_chain(
       of_target, [](const Sample& s) { return s.has("dl_leaf"); }, kLateChain, 1, tail);
   const std::string gap = slurp(gap_file);
@@ -288,8 +392,8 @@ void expect_late_library_whole(bool known_at_start, const std::string& delay_ms)
   EXPECT_GE(reference.whole * 100, reference.total * 95)
       << reference.whole << " of " << reference.total << " samples of the long-lived control are whole; one that is not: "
       << reference.counterexample;
-  // 1 s of CPU at 99 Hz: a third of it at least.
-  ASSERT_GE(hot.total, int64_t(kHz / 3)) << "too few samples in the library to judge\n" << r.output;
+  // 2 s of CPU at 99 Hz: a third of it at least.
+  ASSERT_GE(hot.total, int64_t(2 * kHz / 3)) << "too few samples in the library to judge\n" << r.output;
   EXPECT_GE(hot.whole * 100, hot.total * 95)
       << hot.whole << " of " << hot.total << " samples taken from the dlopen on carry " << joined(kLateChain)
       << " <- " << joined(tail) << "; one that does not: " << hot.counterexample << "\n" << r.output;

@@ -106,15 +106,20 @@ inline RecordedProfile record_pids(const std::vector<pid_t>& pids, const std::st
   return recorded;
 }
 
-// `function`'s share (percent) of process `pid`'s flat time in
-// `go tool pprof -top -tagfocus=pid=PID PROFILE`, run as a user runs it; -1
-// with `*output` saying why when pprof shows nothing of the process. pprof's
-// percentages are of the whole profile: the share is the function's flat
-// over the flat of every row shown for the process.
+// `function`'s share (percent) of process `pid`'s flat time in user space in
+// `go tool pprof -top -tagfocus=pid=PID -ignore='^\[kernel\.kallsyms\]$'
+// PROFILE`, run as a user runs it; -1 with `*output` saying why when pprof
+// shows nothing of the process. pprof's percentages are of the whole
+// profile: the share is the function's flat over the flat of every row shown
+// for the process. Samples in the kernel (-ignore matches the kernel's
+// mapping) are left out: interrupt returns and scheduling are the kernel's
+// time, not the interpreter's, and on a busy (or emulated) machine they are
+// a fifth of it.
 inline double flat_share_in_top(const std::string& profile, pid_t pid, const std::string& function,
                                 std::string* output) {
   std::string error;
-  auto rows = read_top_as_user(profile, &error, {"-tagfocus=pid=" + std::to_string(pid)}, output);
+  auto rows = read_top_as_user(profile, &error,
+                               {"-tagfocus=pid=" + std::to_string(pid), "-ignore=^\\[kernel\\.kallsyms\\]$"}, output);
   double flat = 0, total = 0;
   for (const auto& row : rows) {
     total += row.flat_percent;

@@ -10,7 +10,7 @@
 #     flagged, or this check could not fail.
 #
 #   systemd_unit_test.sh capabilities UNIT OMNIPROF WORKLOAD
-#     The agent samples with exactly the unit's CapabilityBoundingSet and
+#     The agent samples with exactly the unit's CapabilityBoundingSet, LimitMEMLOCK and
 #     NoNewPrivileges (setpriv, as root: this machine's PID 1 is not systemd,
 #     so `systemd-run` cannot run it under the unit itself): `omniprof
 #     record` on WORKLOAD (tests/workloads/chain.c, no frame pointers), run
@@ -63,6 +63,19 @@ case $mode in
     grep -q '^NoNewPrivileges=yes$' "$unit" || fail "$unit does not set NoNewPrivileges=yes"
     # CAP_BPF CAP_PERFMON -> -all,+bpf,+perfmon
     bounding="-all$(for c in $caps; do c=${c#CAP_}; printf ',+%s' "${c,,}"; done)"
+    # The unit's LimitMEMLOCK= too (systemd sets it before exec): kernels
+    # before 5.11 charge BPF maps to RLIMIT_MEMLOCK, and without
+    # CAP_SYS_RESOURCE the agent cannot raise it itself. A machine where
+    # root cannot raise it either (a container's) runs with its own limit:
+    # its kernel is 5.11 or later if BPF works there at all.
+    memlock=$(sed -n 's/^LimitMEMLOCK=//p' "$unit")
+    [ "$memlock" = infinity ] || fail "$unit does not set LimitMEMLOCK=infinity (5.10 needs it)"
+    limit=()
+    if prlimit --memlock=unlimited:unlimited true 2>/dev/null; then
+      limit=(prlimit --memlock=unlimited:unlimited --)
+    else
+      say "RLIMIT_MEMLOCK cannot be raised here: running with this machine's ($(ulimit -l) KiB)"
+    fi
     # The workload runs as nobody from a 0700 directory of nobody's, as a
     # user's program in their home would: reading its maps and memory takes
     # CAP_SYS_PTRACE, its file CAP_DAC_READ_SEARCH (or, through map_files,
@@ -74,7 +87,7 @@ case $mode in
     run_with() {  # bounding set, output prefix
       setpriv --reuid=nobody --regid=nogroup --clear-groups "$work/home/workload" 60 &
       workload_pid=$!
-      setpriv --bounding-set="$1" --inh-caps=-all --no-new-privs -- \
+      "${limit[@]}" setpriv --bounding-set="$1" --inh-caps=-all --no-new-privs -- \
         env -u OMNIPROF_CONFIG_DIR OMNIPROF_CONFIG_DIR="$work/config" \
         "$omniprof" record -d 2 -p "$workload_pid" -o "$work/$2.pb.gz" >"$work/$2.out" 2>"$work/$2.err"
       local status=$?
@@ -112,7 +125,7 @@ case $mode in
     workload_pid=$!
     sleep 0.3
     rm "$work/home/deleted"
-    setpriv --bounding-set="$bounding" --inh-caps=-all --no-new-privs -- \
+    "${limit[@]}" setpriv --bounding-set="$bounding" --inh-caps=-all --no-new-privs -- \
       env OMNIPROF_CONFIG_DIR="$work/config" \
       "$omniprof" record -d 2 -p "$workload_pid" -o "$work/deleted.pb.gz" >"$work/deleted.out" 2>"$work/deleted.err"
     status=$?
