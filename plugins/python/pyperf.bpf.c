@@ -149,7 +149,7 @@ static __always_inline void note_code_seen(__u32 pid, __u64 code) {
   struct pyperf_code_key key = {.pid = pid, .reserved = 0, .code = code};
   if (bpf_map_lookup_elem(&python_code_seen, &key)) return;
   __u8 one = 1;
-  omniprof_note_seen(&python_code_seen, &python_code_seen_fresh, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
+  omniprof_note_seen(&python_code_seen, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
 }
 
 /* One Python frame: push it for its mark and move to its caller. */

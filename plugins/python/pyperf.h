@@ -31,16 +31,15 @@ enum pyperf_stat {
   PYPERF_STAT_END
 };
 
-/* python_code_seen (and _fresh, what the plugin has not taken yet:
- * OMNIPROF_SEEN_MAP): the code objects the walk met, for the plugin's tick
- * to read while the process lives (so a process that exits in the round
- * keeps its frames' names). */
+/* python_code_seen: the code objects the walk met, for the plugin's tick to
+ * read while the process lives (so a process that exits in the round keeps
+ * its frames' names). */
 struct pyperf_code_key {
   omniprof_u32 pid;
   omniprof_u32 reserved;
   omniprof_u64 code;
 };
-#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained by tick: at once when new, else every 200 ms */
+#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained every 200 ms by tick */
 
 /* python_thread_states: (pid << 32 | tid) -> the thread's PyThreadState
  * address, so a thread's state is searched for once, not per sample. */
