@@ -45,8 +45,11 @@ enum walk_slot {
 };
 
 /* Python frames per run of python_unwind (kernels without bpf_loop); it
- * tail-calls itself for the next ones while the budget lasts. */
-#define FRAMES_PER_PROGRAM 16
+ * tail-calls itself for the next ones while the budget lasts. The native
+ * walk leaves it OMNIPROF_INTERPRETER_TAIL_CALLS (6), of which STOP keeps
+ * one: 5 runs of 32 frames reach a 100-deep recursion's <module> (16 a run
+ * stopped at 80 frames on 5.10). */
+#define FRAMES_PER_PROGRAM 32
 /* Python frames per run of python_unwind_loop. */
 #define FRAMES_PER_LOOP_PROGRAM OMNIPROF_MAX_STACK_DEPTH
 
