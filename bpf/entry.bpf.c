@@ -189,6 +189,7 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
     return 0;
   }
   if (state->stop_reason) omniprof_count(state->stop_reason);
+  if (state->walk_flags & OMNIPROF_WALK_NOTED_NEW) omniprof_send_event(OMNIPROF_EVENT_TICK_DUE, state->key.pid);
   __u32 len = state->stack.len;
   if (len > 0) {
     if (len >= OMNIPROF_MAX_STACK_DEPTH) {

@@ -187,8 +187,14 @@ Result<void> Agent::start() {
     }
     lifecycle_links_.push_back(link);
   }
-  event_loop_ = std::make_unique<EventLoop>(
-      [tracker = processes_.get()](const omniprof_event& event) { tracker->handle_event(event); });
+  event_loop_ = std::make_unique<EventLoop>([this](const omniprof_event& event) {
+    if (event.type != OMNIPROF_EVENT_TICK_DUE) return processes_->handle_event(event);
+    {
+      std::lock_guard<std::mutex> lock(tick_mutex_);
+      tick_due_ = true;
+    }
+    tick_wakeup_.notify_all();
+  });
   events_ = ring_buffer__new(
       maps_->events_fd(),
       [](void* ctx, void* data, size_t size) -> int {
@@ -218,14 +224,21 @@ Result<void> Agent::start() {
   });
 
   // Plugins read, while processes live, what they will need to name frames
-  // at the round's end (plugin.h: tick).
+  // at the round's end (plugin.h: tick): every 200 ms, and at once when a
+  // walk noted something new (a process may live only milliseconds more).
+  // Requests that come while a tick runs make one more tick after it.
   tick_thread_ = std::thread([this] {
     while (!stopping_.load()) {
       for (const auto& plugin : plugins_->plugins()) {
         if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
       }
       std::unique_lock<std::mutex> lock(tick_mutex_);
-      tick_wakeup_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_.load(); });
+      if (tick_wakeup_.wait_for(lock, std::chrono::milliseconds(200),
+                                [this] { return stopping_.load() || tick_due_; }) &&
+          tick_due_) {
+        ticks_on_request_.fetch_add(1, std::memory_order_relaxed);
+      }
+      tick_due_ = false;
     }
   });
 
@@ -444,6 +457,7 @@ std::vector<StatLine> Agent::stats() const {
     }
   }
   lines.push_back({"host.bpf_map_bytes", bpf_map_memory()});
+  lines.push_back({"host.plugin_ticks_on_request", ticks_on_request_.load(std::memory_order_relaxed)});
   // Unwind shards in use, of the budget (maps.unwind_memory_mb).
   lines.push_back({"host.unwind_shards", maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS)});
   lines.push_back({"host.unwind_shard_budget", maps_->inner_map_budget(OMNIPROF_MAP_UNWIND_SHARDS)});

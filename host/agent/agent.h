@@ -133,10 +133,13 @@ class Agent {
   UniqueFd event_epoll_;  // the events ring buffer and the process records
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
-  // Calls each plugin's tick hook every 200 ms while sampling.
+  // Calls each plugin's tick hook every 200 ms while sampling, and at once
+  // when a walk noted something new for it (OMNIPROF_EVENT_TICK_DUE).
   std::thread tick_thread_;
   std::mutex tick_mutex_;
   std::condition_variable tick_wakeup_;
+  bool tick_due_ = false;                       // under tick_mutex_
+  std::atomic<uint64_t> ticks_on_request_{0};  // ticks a TICK_DUE event started
   std::atomic<bool> stopping_{false};
   // The start-up scan runs here, so that record can say how far it is and
   // bound its wait (startup.unwind_tables_wait_seconds).

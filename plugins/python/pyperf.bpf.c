@@ -152,7 +152,7 @@ static __always_inline void note_code_seen(__u32 pid, __u64 code) {
   struct pyperf_code_key key = {.pid = pid, .reserved = 0, .code = code};
   if (bpf_map_lookup_elem(&python_code_seen, &key)) return;
   __u8 one = 1;
-  omniprof_note_seen(&python_code_seen, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
+  omniprof_note_seen(&python_code_seen, &python_code_seen_fresh, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
 }
 
 /* One Python frame: push it for its mark and move to its caller. */
@@ -202,9 +202,16 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
     }
   }
   /* A frame without a code object is pushed too (named "[unknown python]"). */
-  if (omniprof_interpreter_frame(state, mark, code, detail, OMNIPROF_FRAME_PYTHON) != 0) return STEP_DONE;
+  __u64 tagged = code;
+  if (code != 0 && code <= PYPERF_CODE_ADDRESS_MASK && o->code_names != PYTHON_OFFSET_NONE) {
+    __u64 names[2] = {0, 0}; /* co_filename, co_name */
+    if (bpf_probe_read_user(names, sizeof(names), (const void *)(code + o->code_names)) == 0) {
+      tagged |= pyperf_code_tag(names[0], names[1]) << PYPERF_CODE_TAG_SHIFT;
+    }
+  }
+  if (omniprof_interpreter_frame(state, mark, tagged, detail, OMNIPROF_FRAME_PYTHON) != 0) return STEP_DONE;
   omniprof_count(PYPERF_STAT_FRAMES);
-  if (code != 0) note_code_seen(state->key.pid, code);
+  if (code != 0) note_code_seen(state->key.pid, tagged);
   if (last_of_call) state->interpreter_walk[WALK_MARK] = mark + 1;
   state->interpreter_walk[WALK_FRAME] = back;
   return STEP_CONTINUE;

@@ -31,15 +31,34 @@ enum pyperf_stat {
   PYPERF_STAT_END
 };
 
-/* python_code_seen: the code objects the walk met, for the plugin's tick to
- * read while the process lives (so a process that exits in the round keeps
- * its frames' names). */
+/* python_code_seen (and _fresh, what the plugin has not taken yet:
+ * OMNIPROF_SEEN_MAP): the code objects the walk met, for the plugin's tick
+ * to read while the process lives (so a process that exits in the round
+ * keeps its frames' names). */
 struct pyperf_code_key {
   omniprof_u32 pid;
   omniprof_u32 reserved;
   omniprof_u64 code;
 };
-#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained every 200 ms by tick */
+#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained by tick: at once when new, else every 200 ms */
+
+/* A Python frame's code value (its omniprof_frame address and the seen
+ * map's key): the code object's address in the low 48 bits (user space
+ * addresses on x86-64 and arm64 without 5-level opt-in) and, in the top 16,
+ * a tag of the code object's co_filename and co_name pointers. A code object
+ * freed and another allocated at its address (a module's <module> after its
+ * import, then a function of the script) give different tags, so the plugin
+ * never names one by the other: its cache is keyed by the whole value, and a
+ * code object read later whose tag differs from the sample's is no longer
+ * the one sampled. Tag 0: not read (the frame is named by its address). */
+#define PYPERF_CODE_TAG_SHIFT 48
+#define PYPERF_CODE_ADDRESS_MASK ((1ULL << PYPERF_CODE_TAG_SHIFT) - 1)
+
+static inline omniprof_u64 pyperf_code_tag(omniprof_u64 filename, omniprof_u64 name) {
+  omniprof_u64 mixed = (filename ^ (name * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
+  omniprof_u64 tag = mixed >> PYPERF_CODE_TAG_SHIFT;
+  return tag ? tag : 1;
+}
 
 /* python_thread_states: (pid << 32 | tid) -> the thread's PyThreadState
  * address, so a thread's state is searched for once, not per sample. */

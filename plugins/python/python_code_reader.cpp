@@ -136,6 +136,11 @@ Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVers
   };
 
   PythonCodeInfo info;
+  auto filename_object = pointer_at(o.co_filename, "co_filename");
+  if (!filename_object) return filename_object.error();
+  auto name_object = pointer_at(o.co_name, "co_name");
+  if (!name_object) return name_object.error();
+  info.tag = pyperf_code_tag(*filename_object, *name_object);
   auto name = string_field(o.co_name, "co_name");
   if (!name) return name.error();
   info.name = std::move(name.value());
@@ -199,9 +204,11 @@ PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offs
 
 Result<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMemory& read,
                                                     const PythonVersionOffsets& offsets,
-                                                    uint64_t code_address,
+                                                    uint64_t code_value,
                                                     uint32_t instruction_offset) {
-  std::pair<uint32_t, uint64_t> key{pid, code_address};
+  const uint64_t code_address = code_value & PYPERF_CODE_ADDRESS_MASK;
+  const uint64_t tag = code_value >> PYPERF_CODE_TAG_SHIFT;
+  std::pair<uint32_t, uint64_t> key{pid, code_value};
   std::shared_ptr<const PythonCodeInfo> code;
   {
     std::lock_guard lock(mutex_);
@@ -215,6 +222,11 @@ Result<PythonFrameName> PythonCodeCache::name_frame(uint32_t pid, const ReadMemo
     ++reads_;
     if (!read_code)
       return make_error("pid " + std::to_string(pid) + ": " + read_code.error().message);
+    if (tag != 0 && read_code->tag != tag) {
+      ++replaced_;
+      return make_error("pid " + std::to_string(pid) + ": the code object at " + hex(code_address) +
+                        " is not the one sampled (freed, and its address taken by another)");
+    }
     if (entries_.size() >= max_entries_) {
       entries_.clear();
       ++evictions_;
@@ -241,6 +253,11 @@ std::size_t PythonCodeCache::size() const {
 uint64_t PythonCodeCache::reads() const {
   std::lock_guard lock(mutex_);
   return reads_;
+}
+
+uint64_t PythonCodeCache::replaced() const {
+  std::lock_guard lock(mutex_);
+  return replaced_;
 }
 
 uint64_t PythonCodeCache::evictions() const {

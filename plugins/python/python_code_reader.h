@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "pyperf.h"
 #include "python_line_table.h"
 #include "omniprof/interpreter_plugin.hpp"
 #include "python_offsets_table.h"
@@ -40,6 +41,9 @@ struct PythonCodeInfo {
   // entry the last line, so offsets past the code are told apart here. 0: not
   // read (3.11+, whose table ends with the code).
   uint64_t code_bytes = 0;
+  // pyperf_code_tag of its co_filename and co_name pointers: what the walk
+  // tags the frame's code value with (pyperf.h).
+  uint64_t tag = 0;
 };
 
 using PythonFrameName = sdk::FrameName;
@@ -56,15 +60,18 @@ Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVers
 // The frame's name from a decoded code object and the instruction offset.
 PythonFrameName name_frame(const PythonCodeInfo& code, uint32_t instruction_offset);
 
-// Code objects per (pid, address), each read once. Thread-safe. A code object
-// freed and another allocated at its address would be shown under the old
-// name until the pid is dropped: the plugin drops a pid when it exits or execs.
+// Code objects per (pid, code value), each read once. Thread-safe. The code
+// value is the frame's: the address, tagged by the walk with the code
+// object's names (PYPERF_CODE_TAG_SHIFT), so a code object freed and another
+// allocated at its address are two entries; a tagged code object whose
+// memory no longer carries its tag when read is an error, never another's
+// name. The plugin drops a pid when it exits or execs.
 class PythonCodeCache {
  public:
   explicit PythonCodeCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
 
   Result<PythonFrameName> name_frame(uint32_t pid, const ReadMemory& read,
-                                     const PythonVersionOffsets& offsets, uint64_t code_address,
+                                     const PythonVersionOffsets& offsets, uint64_t code_value,
                                      uint32_t instruction_offset);
   void drop_pid(uint32_t pid);
 
@@ -73,6 +80,9 @@ class PythonCodeCache {
   uint64_t reads() const;
   // Times the cache was full and emptied to make room.
   uint64_t evictions() const;
+  // Reads that found another code object than the sampled one at its
+  // address (named "[unknown python]", not by the newcomer's name).
+  uint64_t replaced() const;
 
  private:
   mutable std::mutex mutex_;
@@ -80,6 +90,7 @@ class PythonCodeCache {
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<const PythonCodeInfo>> entries_;
   uint64_t reads_ = 0;
   uint64_t evictions_ = 0;
+  uint64_t replaced_ = 0;
 };
 
 }  // namespace omniprof::python

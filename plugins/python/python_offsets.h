@@ -56,7 +56,12 @@ struct python_offsets {
   omniprof_u32 version_hex; /* major << 24 | minor << 16, as PY_VERSION_HEX */
   omniprof_u8 frame_model;  /* enum python_frame_model */
   omniprof_u8 gil_model;    /* enum python_gil_model */
-  omniprof_u16 reserved;
+  /* PyCodeObject.co_filename when co_name follows it (every version so
+   * far), else NONE: the walk reads both pointers in one read and tags the
+   * frame's code address with them (pyperf_code_tag). Not a YAML key: the
+   * plugin derives it from the reader's co_filename and co_name
+   * (set_code_names). */
+  omniprof_u16 code_names;
 
   /* PyInterpreterState */
   omniprof_u16 interp_tstate_head; /* tstate_head (up to 3.10), threads.head (3.11+) */

@@ -65,6 +65,12 @@ void check_entry(PythonVersionOffsets& offsets, const std::string& where) {
 
 }  // namespace
 
+void set_code_names(PythonVersionOffsets& offsets) {
+  const PythonReaderOffsets& r = offsets.reader;
+  const bool adjacent = r.co_filename >= 0 && r.co_name == r.co_filename + 8 && r.co_filename < PYTHON_OFFSET_NONE;
+  offsets.bpf.code_names = adjacent ? static_cast<uint16_t>(r.co_filename) : PYTHON_OFFSET_NONE;
+}
+
 const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema("python", kFields, PYTHON_OFFSET_NONE, check_entry);
 
 }  // namespace omniprof::python

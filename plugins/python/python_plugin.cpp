@@ -77,7 +77,8 @@ class PythonPlugin
   // Layouts in python_offsets: the slot is the key the walk reads.
   PythonPlugin(const omniprof_host_api* host, py::PythonOffsetsTable table)
       : InterpreterPlugin(host, kPythonFileName, std::move(table), "python_offsets", PYTHON_MAX_VERSIONS),
-        code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")) {}
+        code_seen_fd_(host->private_map_fd(host->host, "python_code_seen")),
+        code_fresh_fd_(host->private_map_fd(host->host, "python_code_seen_fresh")) {}
 
   static PythonFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
@@ -91,7 +92,8 @@ class PythonPlugin
  private:
   using Files = omniprof::sdk::DescribedFiles<PythonFile>;
 
-  int code_seen_fd_ = -1;
+  int code_seen_fd_ = -1;   // every code object the walk met (OMNIPROF_SEEN_MAP)
+  int code_fresh_fd_ = -1;  // those met first since the last tick
   py::PythonCodeCache cache_;
 };
 
@@ -218,6 +220,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
                         std::string(found->path));
     return OMNIPROF_NOT_MINE;
   }
+  py::set_code_names(offsets);
   if (!store_layout(offsets.bpf, &attach.interpreter_data[PYPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.interpreter_data[PYPERF_DATA_INTERP_HEAD] = interp_head;
   attach.interpreter_data[PYPERF_DATA_GIL_A] = gil_a;
@@ -240,15 +243,15 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
   return OMNIPROF_OK;
 }
 
-// Reads the code objects the walk met since the last tick, while their
-// processes live, so that symbolize_frame can name them after an exit.
+// Reads the code objects the walk met first since the last tick, while
+// their processes live, so that symbolize_frame can name them after an exit.
 void PythonPlugin::tick() {
-  for (const auto& [k, seen] : omniprof::sdk::drain_map<pyperf_code_key, uint8_t>(code_seen_fd_, PYPERF_CODE_SEEN_ENTRIES)) {
+  auto known = [this](const pyperf_code_key& k) { return process_of(static_cast<int32_t>(k.pid)) != nullptr; };
+  for (const auto& [k, seen] : omniprof::sdk::take_fresh<pyperf_code_key, uint8_t>(
+           code_seen_fd_, code_fresh_fd_, PYPERF_CODE_SEEN_ENTRIES, known)) {
     int32_t pid = static_cast<int32_t>(k.pid);
-    const PythonProcess* process = process_of(pid);
-    if (!process) continue;
     // Reads and caches the code object; the line comes later, per frame.
-    (void)cache_.name_frame(k.pid, reader(pid), process->offsets, k.code, 0);
+    (void)cache_.name_frame(k.pid, reader(pid), process_of(pid)->offsets, k.code, 0);
   }
 }
 

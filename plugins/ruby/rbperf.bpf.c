@@ -170,7 +170,7 @@ static __always_inline void note_frame_seen(__u32 pid, __u64 address, __u64 ep, 
   struct rbperf_frame_key key = {.pid = pid, .reserved = 0, .address = address};
   if (bpf_map_lookup_elem(&ruby_frames_seen, &key)) return;
   __u64 method_entry = ep ? local_method_entry(ep, flags) : address;
-  omniprof_note_seen(&ruby_frames_seen, &key, &method_entry, RBPERF_STAT_FRAMES_SEEN_FULL);
+  omniprof_note_seen(&ruby_frames_seen, &ruby_frames_seen_fresh, &key, &method_entry, RBPERF_STAT_FRAMES_SEEN_FULL);
 }
 
 /* The fields of rb_control_frame_t the walk reads are within its first

@@ -36,8 +36,9 @@ enum rbperf_stat {
 #define RBPERF_DETAIL_CFUNC 0x80000000u
 #define RBPERF_DETAIL_PC_MASK 0x1fffffffu
 
-/* ruby_frames_seen: each (process, address) the walk pushed, for the plugin
- * to read while the process lives (its tick drains the map). The value is
+/* ruby_frames_seen (and _fresh, what the plugin has not taken yet:
+ * OMNIPROF_SEEN_MAP): each (process, address) the walk pushed, for the plugin
+ * to read while the process lives (its tick drains _fresh). The value is
  * the frame's method entry: for an iseq frame the one its local
  * environment holds (names the class: `Foo#bar`, `block in Foo#bar`), 0 if
  * none; for a C function frame the address itself. */
@@ -46,6 +47,6 @@ struct rbperf_frame_key {
   omniprof_u32 reserved;
   omniprof_u64 address;
 };
-#define RBPERF_FRAMES_SEEN_ENTRIES 4096 /* drained every 200 ms by tick */
+#define RBPERF_FRAMES_SEEN_ENTRIES 4096 /* drained by tick: at once when new, else every 200 ms */
 
 #endif /* OMNIPROF_RBPERF_H */

@@ -86,7 +86,8 @@ class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile,
 
   RubyPlugin(const omniprof_host_api* host, rb::RubyOffsetsTable table)
       : InterpreterPlugin(host, kRubyFileName, std::move(table), "ruby_offsets", RUBY_MAX_VERSIONS),
-        frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")) {}
+        frames_seen_fd_(host->private_map_fd(host->host, "ruby_frames_seen")),
+        frames_fresh_fd_(host->private_map_fd(host->host, "ruby_frames_seen_fresh")) {}
 
   RubyFile read_file(const std::string& path, const std::string& name);
   omniprof_status detect(const omniprof_process& process, omniprof_process_attach& attach, char* error);
@@ -110,7 +111,8 @@ class RubyPlugin : public omniprof::sdk::InterpreterPlugin<RubyPlugin, RubyFile,
   };
   std::vector<SeenFrame> drain_frames_seen();
 
-  int frames_seen_fd_ = -1;
+  int frames_seen_fd_ = -1;   // every frame the walk met (OMNIPROF_SEEN_MAP)
+  int frames_fresh_fd_ = -1;  // those met first since the last drain
   // (pid, frame address) -> the method entry the walk saw with it (rbperf.h).
   std::map<std::pair<int32_t, uint64_t>, uint64_t> method_entries_;
   rb::RubyFrameCache cache_;
@@ -300,14 +302,14 @@ omniprof::Result<omniprof::sdk::FrameName> RubyPlugin::name_frame(int32_t pid, c
   return cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process.offsets, process.addresses, record);
 }
 
-// Takes what the walk noted since the last drain: (pid, address) and its
-// method entry, for symbolize_frame; returns the frames not known before.
+// Takes what the walk noted first since the last drain: (pid, address) and
+// its method entry, for symbolize_frame; returns the frames not known before.
 std::vector<RubyPlugin::SeenFrame> RubyPlugin::drain_frames_seen() {
   std::vector<SeenFrame> fresh;
-  for (const auto& [k, method_entry] :
-       omniprof::sdk::drain_map<rbperf_frame_key, uint64_t>(frames_seen_fd_, RBPERF_FRAMES_SEEN_ENTRIES)) {
+  auto known = [this](const rbperf_frame_key& k) { return knows_process(static_cast<int32_t>(k.pid)); };
+  for (const auto& [k, method_entry] : omniprof::sdk::take_fresh<rbperf_frame_key, uint64_t>(
+           frames_seen_fd_, frames_fresh_fd_, RBPERF_FRAMES_SEEN_ENTRIES, known)) {
     int32_t pid = static_cast<int32_t>(k.pid);
-    if (!knows_process(pid)) continue;
     auto [it, inserted] = method_entries_.insert_or_assign({pid, k.address}, method_entry);
     if (inserted) fresh.push_back({pid, k.address, method_entry});
   }

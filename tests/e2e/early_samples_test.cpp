@@ -5,11 +5,8 @@
 //   a row by a shell loop while `omniprof record` records the whole machine
 //   (no -p: the processes do not exist yet): >= 95% of its samples carry its
 //   whole chain.
-// (The same with a short Python script, its Python frames in >= 90% of its
-// samples on 3.11+, is not here yet: its code objects are read by the
-// plugin's tick after the process is gone; read at once, on the walk's
-// request, a code object freed at start-up names the script's function
-// that takes its address. Issue 17 says what is missing.)
+// - The same with a short Python script on CPython 3.11 and later: >= 90%
+//   of its samples show its Python frames, each named.
 // - A process that maps a library long after it started (dlopen) and calls
 //   into it at once: >= 95% of the samples in the library carry the whole
 //   chain.
@@ -238,6 +235,96 @@ TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNin
       << spin.whole << " of " << spin.total << " samples of the 30 ms runs holding short_lived_spin are whole; one that "
       << "is not: " << spin.counterexample;
 }
+
+// The short Python script (tests/workloads/python_short_lived.py): its
+// chain, leaf first, and its thread's name while the chain runs.
+const std::vector<std::string> kPythonShortChain = {"short_hot", "short_middle", "<module>"};
+constexpr const char* kPythonShortHot = "py_short_hot";
+constexpr const char* kPythonShortScript = "python_short_lived.py";
+
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+// Whether the sample shows the script's Python frames, every one named: at
+// least one, none "[unknown python]", the outermost the script's <module>,
+// and from short_hot (where the sample holds it) the whole chain.
+bool shows_the_scripts_python_frames(const Sample& s) {
+  std::vector<std::string> python;
+  std::string outermost_file;
+  for (const FrameLocation& f : s.frames) {
+    if (f.function == "[unknown python]") return false;
+    if (ends_with(f.file, ".py")) {
+      python.push_back(f.function);
+      outermost_file = f.file;
+    }
+  }
+  if (python.empty() || python.back() != "<module>" || !ends_with(outermost_file, kPythonShortScript)) return false;
+  auto hot = std::find(python.begin(), python.end(), kPythonShortChain.front());
+  return hot == python.end() || std::equal(hot, python.end(), kPythonShortChain.begin(), kPythonShortChain.end());
+}
+
+// CPython 3.11 and later, of the interpreters the tests run (their code
+// objects outlive no frame: a module's <module> is freed after its import,
+// and a function of the script may take its address; the walk tags each
+// frame's code address with the code object's names, pyperf.h, so the two
+// are never one name).
+std::vector<Interpreter> python_short_lived_interpreters() {
+  std::vector<Interpreter> out;
+  for (const Interpreter& i : parse_interpreters(OMNIPROF_PYTHON_INTERPRETERS)) {
+    if (i.name.find("3_11") != std::string::npos || i.name.find("3_12") != std::string::npos ||
+        i.name.find("3_13") != std::string::npos) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+class ShortLivedPythonTest : public ::testing::TestWithParam<Interpreter> {};
+
+// The script lives about as long as its start-up and 30 ms of CPU: its
+// code objects are read (the plugin's tick, asked for by the walk that
+// first met them) while it lives, so its frames are named though it is gone
+// long before the round ends.
+TEST_P(ShortLivedPythonTest, HundredRunsOfA30msScriptShowTheirPythonFramesInNinetyPercentOfTheirSamples) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  if (access(GetParam().path.c_str(), X_OK) != 0) {
+    if (in_ci()) FAIL() << GetParam().path << " missing in CI";
+    GTEST_SKIP() << GetParam().path << " not installed";
+  }
+  const std::string dir = temp_dir("short-lived-python");
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    return run_in_shell_loop({GetParam().path, script(kPythonShortScript), kShortLivedMs});
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  std::set<std::string> pids;
+  for (const Sample& s : r.samples) {
+    if (s.label("thread_name") == kPythonShortHot) pids.insert(s.label("pid"));
+  }
+  auto hot = [&](const Sample& s) { return s.label("thread_name") == kPythonShortHot; };
+  const Judged runs = judge(r.samples, hot, shows_the_scripts_python_frames);
+  const double expected = kRuns * 0.030 * kHz;
+  std::cerr << GetParam().path << " " << kPythonShortScript << ", " << kRuns << " runs of " << kShortLivedMs
+            << " ms CPU (loop " << r.seconds << " s):\n";
+  print_judged("the runs' samples while named hot (thread_name=" + std::string(kPythonShortHot) + ", " +
+                   std::to_string(pids.size()) + " pids; about " + std::to_string(int(expected)) + " expected)",
+               runs);
+  for (const std::string& line : {std::string("host.plugin_ticks_on_request"), std::string("python.frames")}) {
+    auto at = r.output.find(line);
+    if (at != std::string::npos) std::cerr << "  " << r.output.substr(at, r.output.find('\n', at) - at) << "\n";
+  }
+  ASSERT_GE(runs.total, int64_t(expected / 3))
+      << "too few samples of the runs to judge (about " << int(expected) << " expected)\n" << r.output;
+  EXPECT_GE(runs.whole * 100, runs.total * 90)
+      << runs.whole << " of " << runs.total << " samples of the 30 ms runs show the script's Python frames ("
+      << joined(kPythonShortChain) << ", each named); one that does not: " << runs.counterexample << "\n"
+      << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, ShortLivedPythonTest, ::testing::ValuesIn(python_short_lived_interpreters()),
+                         [](const ::testing::TestParamInfo<Interpreter>& info) { return info.param.name; });
 
 // dlopen_late_nofp's chain (tests/workloads/dlopen_late.c): the library's
 // three functions, then the program's.

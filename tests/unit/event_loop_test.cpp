@@ -128,5 +128,21 @@ TEST(EventLoopTest, PostedRequestsAreHandledAfterThePollAndWaitedFor) {
   EXPECT_EQ(loop.event_errors(), 0u);
 }
 
+// Every type the BPF side sends reaches the handler (none is taken for an
+// unknown type and dropped): TICK_DUE, which the agent's handler turns into
+// a plugin tick, among them.
+TEST(EventLoopTest, EveryTypeTheBpfSideSendsReachesTheHandler) {
+  std::vector<uint32_t> types;
+  EventLoop loop([&](const omniprof_event& e) { types.push_back(e.type); });
+  for (uint32_t type : {OMNIPROF_EVENT_PROCESS_UNKNOWN, OMNIPROF_EVENT_EXEC, OMNIPROF_EVENT_EXIT,
+                        OMNIPROF_EVENT_MAPPINGS_STALE, OMNIPROF_EVENT_TICK_DUE}) {
+    omniprof_event record = event(type, 7);
+    EXPECT_EQ(loop.dispatch(&record, sizeof(record)), 0);
+  }
+  EXPECT_EQ(types.size(), 5u);
+  EXPECT_EQ(types.back(), static_cast<uint32_t>(OMNIPROF_EVENT_TICK_DUE));
+  EXPECT_EQ(loop.event_errors(), 0u);
+}
+
 }  // namespace
 }  // namespace omniprof

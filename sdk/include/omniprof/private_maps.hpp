@@ -34,6 +34,24 @@ std::vector<std::pair<Key, Value>> drain_map(int fd, size_t max_entries) {
   return entries;
 }
 
+// Takes the objects a walk met first since the last call, from the maps
+// OMNIPROF_SEEN_MAP(NAME) defines (bpf/unwinder.bpf.h): drains NAME_fresh
+// (`fresh_fd`) and returns the entries `wanted` accepts. One it refuses (a
+// process the plugin does not know yet) is taken out of NAME (`seen_fd`)
+// too, so that the walk notes it again the next time it meets it.
+template <typename Key, typename Value, typename Wanted>
+std::vector<std::pair<Key, Value>> take_fresh(int seen_fd, int fresh_fd, size_t max_entries, Wanted&& wanted) {
+  std::vector<std::pair<Key, Value>> taken;
+  for (auto& entry : drain_map<Key, Value>(fresh_fd, max_entries)) {
+    if (wanted(entry.first)) {
+      taken.push_back(entry);
+    } else if (seen_fd >= 0) {
+      bpf_map_delete_elem(seen_fd, &entry.first);
+    }
+  }
+  return taken;
+}
+
 // The slots of an array map holding one layout struct per runtime version
 // (python_offsets, ruby_offsets): the same layout shares a slot, a new one
 // takes the next free slot. Not thread-safe (the host serializes a plugin's

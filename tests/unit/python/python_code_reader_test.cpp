@@ -194,6 +194,40 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
   EXPECT_NE(garbage.error().message.find(std::to_string(pid)), std::string::npos);
   EXPECT_EQ(cache.size(), 0u) << "failures are not cached";
 
+  // The walk's tagged code values (pyperf.h): named as the address alone; a
+  // tag that is not the code object's own (another code object took the
+  // address since the sample) is an error, counted, never the newcomer's name.
+  PythonVersionOffsets tagged_offsets = *offsets;
+  set_code_names(tagged_offsets);
+  ASSERT_NE(tagged_offsets.bpf.code_names, PYTHON_OFFSET_NONE) << "co_name follows co_filename on " << version.full;
+  EXPECT_EQ(tagged_offsets.bpf.code_names, static_cast<uint64_t>(offsets->reader.co_filename));
+  PythonCodeCache tagged;
+  auto first = read_code_object(read, *offsets, dump.codes[0].address);
+  ASSERT_TRUE(first);
+  const DumpedCode* other = nullptr;
+  std::optional<PythonCodeInfo> other_info;
+  for (const DumpedCode& code : dump.codes) {
+    auto info = read_code_object(read, *offsets, code.address);
+    ASSERT_TRUE(info);
+    if (info->tag != first->tag) {
+      other = &code;
+      other_info = std::move(info.value());
+      break;
+    }
+  }
+  ASSERT_NE(other, nullptr) << "every dumped code object has the same tag";
+  const uint64_t own = dump.codes[0].address | first->tag << PYPERF_CODE_TAG_SHIFT;
+  auto named_own = tagged.name_frame(pid, read, *offsets, own, UINT32_MAX);
+  ASSERT_TRUE(named_own) << named_own.error().message;
+  EXPECT_EQ(named_own->function, first->function);
+  const uint64_t stale = dump.codes[0].address | other_info->tag << PYPERF_CODE_TAG_SHIFT;
+  auto named_stale = tagged.name_frame(pid, read, *offsets, stale, UINT32_MAX);
+  ASSERT_FALSE(named_stale) << "named " << named_stale->function << " under " << other->name << "'s tag";
+  EXPECT_NE(named_stale.error().message.find("not the one sampled"), std::string::npos)
+      << named_stale.error().message;
+  EXPECT_EQ(tagged.replaced(), 1u);
+  EXPECT_EQ(tagged.size(), 1u) << "the stale value is not cached";
+
   // A full cache empties itself and counts it.
   PythonCodeCache small(2);
   for (std::size_t i = 0; i < 3; ++i) {

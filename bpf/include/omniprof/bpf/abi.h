@@ -332,6 +332,10 @@ enum omniprof_event_type {
   OMNIPROF_EVENT_EXEC = 2,            /* a known process called exec: mappings changed */
   OMNIPROF_EVENT_EXIT = 3,            /* a known process's leader exited */
   OMNIPROF_EVENT_MAPPINGS_STALE = 4,  /* sampled a pc outside the known mappings (dlopen) */
+  /* A walk noted something new in a plugin's seen map (OMNIPROF_SEEN_MAP):
+   * the plugins' tick reads it now, while the process lives, not on the
+   * next 200 ms timer (a short-lived process is gone by then). */
+  OMNIPROF_EVENT_TICK_DUE = 5,
 };
 
 struct omniprof_event {
@@ -349,6 +353,8 @@ struct omniprof_event {
 #define OMNIPROF_WALK_NATIVE_DONE (1u << 1)
 /* The walk met a table being built (counted once per walk). */
 #define OMNIPROF_WALK_TABLE_BUILDING (1u << 2)
+/* The walk noted something new in a seen map: STOP asks for a tick. */
+#define OMNIPROF_WALK_NOTED_NEW (1u << 3)
 
 /* The hand-off between the native walker and an interpreter unwinder.
  *

@@ -208,25 +208,54 @@ static __always_inline void omniprof_label_sample(struct omniprof_unwind_state *
     return bpf_map_lookup_elem(&NAME, &version);                                                  \
   }
 
-/* Defines NAME, a plugin's private map of what its walks met that user
- * space names later (an LRU hash of ENTRIES, KEY to VALUE): the walk notes
- * an object once (omniprof_note_seen), the plugin reads what was noted on
- * its tick and names it from the process's memory, so a hot stack costs one
- * lookup per frame. Full, it forgets the least recently used. */
+/* Defines a plugin's private maps of what its walks met that user space
+ * names later (ENTRIES of KEY to VALUE each): NAME, an LRU hash of every
+ * object met (a hot stack costs one lookup per frame; full, it forgets the
+ * least recently used, which is noted again when met again), and
+ * NAME_fresh, the ones not handed to user space yet: the walk notes an
+ * object once in both (omniprof_note_seen), the plugin takes NAME_fresh's
+ * entries on its tick (drain_map) and names them from the process's memory.
+ * So a process's objects are read once each, and a tick comes only when
+ * there is something new. An entry stays in NAME until the LRU evicts it:
+ * after an exec, an object of the new image at an address the old one used
+ * is not noted again, and the plugin names it at the round's end from the
+ * process's memory (if it still lives) rather than at a tick. */
 #define OMNIPROF_SEEN_MAP(NAME, KEY, VALUE, ENTRIES) \
   struct {                                           \
     __uint(type, BPF_MAP_TYPE_LRU_HASH);             \
     __uint(max_entries, ENTRIES);                    \
     __type(key, KEY);                                \
     __type(value, VALUE);                            \
-  } NAME SEC(".maps")
+  } NAME SEC(".maps");                               \
+  struct {                                           \
+    __uint(type, BPF_MAP_TYPE_HASH);                 \
+    __uint(max_entries, ENTRIES);                    \
+    __type(key, KEY);                                \
+    __type(value, VALUE);                            \
+  } NAME##_fresh SEC(".maps")
 
-/* Notes `key` (with `value`) in a seen map the caller has looked it up in
- * and not found. Another CPU noting it in between (-EEXIST) is no loss; any
- * other failure is counted in FULL (the object is named late, if at all). */
-static __always_inline void omniprof_note_seen(void *map, const void *key, const void *value, __u32 full) {
-  long err = bpf_map_update_elem(map, key, value, BPF_NOEXIST);
-  if (omniprof_helper_failed(err) && omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(full);
+/* Notes `key` (with `value`) in the maps OMNIPROF_SEEN_MAP(NAME) defined,
+ * `seen` (NAME) and `fresh` (NAME_fresh), once the caller has looked it up
+ * in `seen` and not found it. Another CPU noting it in between (-EEXIST) is
+ * no loss; any other failure is counted in FULL (the object is named late,
+ * if at all; one NAME_fresh has no room for is taken out of NAME again, to
+ * be noted at its next walk). A new entry marks the walk, and its end (STOP)
+ * asks the host for the plugins' tick at once (OMNIPROF_EVENT_TICK_DUE):
+ * one event per walk, however many objects it noted. */
+static __always_inline void omniprof_note_seen(void *seen, void *fresh, const void *key, const void *value,
+                                               __u32 full) {
+  long err = bpf_map_update_elem(seen, key, value, BPF_NOEXIST);
+  if (omniprof_helper_failed(err)) {
+    if (omniprof_helper_errno(err) != -OMNIPROF_EEXIST) omniprof_count(full);
+    return;
+  }
+  if (omniprof_helper_failed(bpf_map_update_elem(fresh, key, value, BPF_ANY))) {
+    omniprof_count(full);
+    bpf_map_delete_elem(seen, key);
+    return;
+  }
+  struct omniprof_unwind_state *state = omniprof_state();
+  if (state) state->walk_flags |= OMNIPROF_WALK_NOTED_NEW;
 }
 
 /* Defines NAME, a PREPARE (below) for an unwinder whose walk reads its
