@@ -277,7 +277,7 @@ prepare_kernel() {
 guest_exclude() {
   local kernel=$1 exclude=()
   [ "$kernel" = 6.1 ] || exclude+=('^UnitSuite\.')
-  exclude+=('^PythonProfileTest\.cpython_3_[6-9]$' '^Interpreters/ShortLivedPythonTest\..*/cpython_3_12$')
+  exclude+=('^PythonProfileTest\.cpython_3_[6-9]$' '^Interpreters/ShortLivedPythonTest\..*/(cpython_3_1[12]|debian_python3_11_stripped)( |$)')
   local IFS='|'
   echo "${exclude[*]}"
 }

@@ -28,18 +28,18 @@ cd "$MATRIX_BUILD_DIR" || { echo "kernel-matrix: no build tree at $MATRIX_BUILD_
 # plugin's BPF run here) and the per-test unit entries (label unit): the guest runs
 # each unit test binary as one entry instead (UnitSuite.*, label unit_suite;
 # cmake/UnitTests.cmake says why). The ThreadSanitizer build's entry stays on
-# the host: it tests the host's threading, not the kernel. -FS: the Node.js
-# entry's fixture (SDK.perfmap_out_of_tree, a CMake build of perfmap against
-# the installed SDK) is not rerun here: the entry loads the perfmap.so the
-# host's run of the suite built in this same build tree (scripts/test.sh runs
-# it first). MATRIX_CTEST_EXCLUDE: what this kernel's guest leaves out
+# the host: it tests the host's threading, not the kernel. -FS: the fixtures
+# of the Node.js entry (SDK.perfmap_out_of_tree) and of SDK.hello_plugin_loads
+# (SDK.installed_plugin), CMake builds against the installed SDK, are not
+# rerun here: the entries load the perfmap.so and hello.so the host's run of
+# the suite built in this same build tree (scripts/test.sh runs it first). MATRIX_CTEST_EXCLUDE: what this kernel's guest leaves out
 # (scripts/kernel-matrix.sh says what and why). A gtest entry whose tests
 # were skipped is reported skipped (status="notrun" in the JUnit report,
 # cmake/run_gtest_entry.sh), which the host counts as a skip and, under
 # CI=true, fails.
 # shellcheck disable=SC2086  # MATRIX_CTEST_ARGS is a list of words
 ctest --output-on-failure --timeout "$MATRIX_TEST_TIMEOUT" --output-junit "$results/ctest-junit.xml" \
-  -LE 'host_only|^unit$' -FS perfmap_out_of_tree ${MATRIX_CTEST_EXCLUDE:+-E "$MATRIX_CTEST_EXCLUDE"} $MATRIX_CTEST_ARGS
+  -LE 'host_only|^unit$' -FS 'perfmap_out_of_tree|sdk_hello_plugin' ${MATRIX_CTEST_EXCLUDE:+-E "$MATRIX_CTEST_EXCLUDE"} $MATRIX_CTEST_ARGS
 status=$?
 echo "boot ${booted}s, suite $(awk -v a="$booted" -v b="$(uptime_seconds)" 'BEGIN { printf "%.0f", b - a }')s by the guest's clock" >"$results/times"
 echo "$status" >"$results/status"

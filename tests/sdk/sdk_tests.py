@@ -3,8 +3,11 @@
 except that `omniprof plugins` loads BPF where it can).
 
   sdk_tests.py page        BUILD SOURCE   runs docs/writing-a-plugin.md's blocks
-  sdk_tests.py plugin      BUILD SOURCE   the page's plugin, built by a separate
-                                          project that sees only an install prefix
+  sdk_tests.py plugin      BUILD SOURCE OUT  the page's plugin, built by a separate
+                                          project that sees only an install prefix;
+                                          its hello.so copied to OUT
+  sdk_tests.py load        BUILD DIR NAME  `omniprof plugins` with only DIR's plugins
+                                          lists NAME as loaded (its BPF in this kernel)
   sdk_tests.py perfmap     BUILD SOURCE OUT  sdk/examples/perfmap built the same way;
                                           its perfmap.so copied to OUT (for the e2e test)
   sdk_tests.py pkg-config  BUILD SOURCE   a program linking the helper library
@@ -182,7 +185,39 @@ def check_exports_only_the_entry(plugin):
     print(f"{plugin} exports only omniprof_plugin_entry")
 
 
-def test_plugin(build, source):
+def copy_plugin(plugin, output):
+    """Puts `plugin` alone in `output` (root's, 0755: a directory the host
+    trusts), for a later entry to load."""
+    shutil.rmtree(output, ignore_errors=True)
+    os.makedirs(output)
+    os.chmod(output, 0o755)
+    shutil.copy2(plugin, os.path.join(output, os.path.basename(plugin)))
+
+
+def list_loaded(build, plugin_dir, name, work):
+    """`omniprof plugins` with a configuration naming only `plugin_dir`:
+    the line that lists `name` as loaded from there."""
+    etc = os.path.join(work, "etc")
+    os.makedirs(etc, exist_ok=True)
+    with open(os.path.join(etc, "omniprof.yaml"), "w") as f:
+        f.write(f"plugins:\n  directories: [{plugin_dir}]\n")
+    listing = run([os.path.join(build, "bin", "omniprof"), "plugins"],
+                  env=dict(os.environ, OMNIPROF_CONFIG_DIR=etc))
+    line = loaded_line(listing, name)
+    if os.path.join(plugin_dir, f"{name}.so") not in line:
+        fail(f"{name} listed from elsewhere: {line}")
+    return line
+
+
+def test_load(build, plugin_dir, name):
+    """The kernel's part of the plugin tests: its BPF object loaded (run in
+    every guest of the kernel matrix, which does not compile)."""
+    work = temp_dir("load")
+    print(list_loaded(build, plugin_dir, name, work))
+    shutil.rmtree(work)
+
+
+def test_plugin(build, source, output):
     work = temp_dir("plugin")
     prefix = os.path.join(work, "prefix")
     install_sdk(build, prefix)
@@ -208,17 +243,9 @@ def test_plugin(build, source):
     plugin_dir = os.path.join(binary, "lib", "omniprof", "plugins")
     plugin = os.path.join(plugin_dir, "hello.so")
     check_exports_only_the_entry(plugin)
-
-    etc = os.path.join(work, "etc")
-    os.makedirs(etc)
-    with open(os.path.join(etc, "omniprof.yaml"), "w") as f:
-        f.write(f"plugins:\n  directories: [{plugin_dir}]\n")
-    listing = run([os.path.join(build, "bin", "omniprof"), "plugins"],
-                  env=dict(os.environ, OMNIPROF_CONFIG_DIR=etc))
-    line = loaded_line(listing, "hello")
-    if plugin not in line:
-        fail(f"hello listed from elsewhere: {line}")
-    print(line)
+    print(list_loaded(build, plugin_dir, "hello", work))
+    copy_plugin(plugin, output)
+    print(f"hello.so built against {prefix} alone, in {output}")
     shutil.rmtree(work)
 
 
@@ -235,10 +262,7 @@ def test_perfmap(build, source, output):
     binary, _ = build_against_prefix(build, source, project, work, prefix)
     plugin = os.path.join(binary, "lib", "omniprof", "plugins", "perfmap.so")
     check_exports_only_the_entry(plugin)
-    shutil.rmtree(output, ignore_errors=True)
-    os.makedirs(output)
-    os.chmod(output, 0o755)
-    shutil.copy2(plugin, os.path.join(output, "perfmap.so"))
+    copy_plugin(plugin, output)
     print(f"perfmap.so built against {prefix} alone, in {output}")
     shutil.rmtree(work)
 
@@ -373,7 +397,9 @@ def main(argv):
     if command == "page":
         test_page(*argv[2:4])
     elif command == "plugin":
-        test_plugin(*argv[2:4])
+        test_plugin(*argv[2:5])
+    elif command == "load":
+        test_load(*argv[2:5])
     elif command == "perfmap":
         test_perfmap(*argv[2:5])
     elif command == "pkg-config":
