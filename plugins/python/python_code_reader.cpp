@@ -125,26 +125,31 @@ Result<PythonCodeInfo> read_code_object(const ReadMemory& read, const PythonVers
     if (!read_value(read, code_address + offset, value)) return read_failed(what, code_address);
     return value;
   };
-  auto string_field = [&](int64_t offset, const char* what) -> Result<std::string> {
-    auto pointer = pointer_at(offset, what);
-    if (!pointer) return pointer.error();
-    auto text = read_python_string(read, offsets, *pointer);
+  // The str object at `pointer` (the field `what` held).
+  auto string_at = [&](uint64_t pointer, const char* what) -> Result<std::string> {
+    auto text = read_python_string(read, offsets, pointer);
     if (!text)
       return make_error(std::string(what) + " of code object " + hex(code_address) + ": " +
                         text.error().message);
     return text;
   };
+  auto string_field = [&](int64_t offset, const char* what) -> Result<std::string> {
+    auto pointer = pointer_at(offset, what);
+    if (!pointer) return pointer.error();
+    return string_at(*pointer, what);
+  };
 
   PythonCodeInfo info;
+  // co_name and co_filename are read once: their pointers are also the tag.
   auto filename_object = pointer_at(o.co_filename, "co_filename");
   if (!filename_object) return filename_object.error();
   auto name_object = pointer_at(o.co_name, "co_name");
   if (!name_object) return name_object.error();
   info.tag = pyperf_code_tag(*filename_object, *name_object);
-  auto name = string_field(o.co_name, "co_name");
+  auto name = string_at(*name_object, "co_name");
   if (!name) return name.error();
   info.name = std::move(name.value());
-  auto file = string_field(o.co_filename, "co_filename");
+  auto file = string_at(*filename_object, "co_filename");
   if (!file) return file.error();
   info.file = std::move(file.value());
   if (o.co_qualname >= 0) {
