@@ -335,10 +335,10 @@ constexpr const char* kLateHot = "dl_late_hot";
 // Runs dlopen_late_nofp (DELAY_MS, 2 s of CPU in the library) under a
 // whole-machine recording beside the long-lived control, and judges the
 // samples in the library. Started before the agent (found by its start-up
-// scan) when `known_at_start`, else once the agent records. 2 s, so that
-// the bar holds in the kernel matrix's emulated guests too, where the first
-// read of the new library (over 9p) and its table take some 50 ms of the
-// call that a real machine spends in about one: what is lost is printed.
+// scan) when `known_at_start`, else once the agent records. What is lost
+// before the agent has read the new library is bounded by the dlopen's own
+// time (below): in the kernel matrix's emulated guests the read over 9p
+// takes tens of milliseconds that a real machine spends in about one.
 void expect_late_library_whole(bool known_at_start, const std::string& delay_ms) {
   const std::string dir = temp_dir(known_at_start ? "late-dlopen-known" : "late-dlopen-new");
   const std::string go = dir + "/go", gap_file = dir + "/gap";
@@ -387,6 +387,13 @@ void expect_late_library_whole(bool known_at_start, const std::string& delay_ms)
   print_judged("the control (long-lived, found at start)", reference);
   print_judged("samples from the dlopen to the call's end (thread_name=" + std::string(kLateHot) + ")", hot);
   print_judged("samples holding dl_leaf", leaf);
+  // How long the agent took to learn of the library, and what the walks
+  // that came before met: what a lost sample cost, in the guests' logs too.
+  for (const char* counter : {"host.process_record_delay_us_max", "host.process_record_delays_10ms_or_more",
+                              "native.no_mapping", "native.walks_table_building", "native.frame_pointer_frames"}) {
+    auto at = r.output.find(std::string("  ") + counter + " ");
+    if (at != std::string::npos) std::cerr << "  " << r.output.substr(at + 2, r.output.find('\n', at) - at - 2) << "\n";
+  }
 
   ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
   EXPECT_GE(reference.whole * 100, reference.total * 95)
@@ -394,10 +401,22 @@ void expect_late_library_whole(bool known_at_start, const std::string& delay_ms)
       << reference.counterexample;
   // 2 s of CPU at 99 Hz: a third of it at least.
   ASSERT_GE(hot.total, int64_t(2 * kHz / 3)) << "too few samples in the library to judge\n" << r.output;
-  EXPECT_GE(hot.whole * 100, hot.total * 95)
+  // The samples the call spends before the agent has read the library are
+  // not whole. That time is the agent's read of the file the process has
+  // just read itself, so the process's own dlopen (the gap) is this
+  // machine's measure of it, taken in the same run: about 1 ms on a real
+  // machine, 10 to 60 ms in an emulated guest, where 140 ms were once lost
+  // (14 samples) behind a 60 ms dlopen. At most 5% of the samples, or those
+  // of four gaps if more; a round's end (seconds) is far past either.
+  ASSERT_FALSE(gap.empty()) << "dlopen_late_nofp wrote no gap";
+  const int64_t allowed_lost =
+      std::max<int64_t>(hot.total * 5 / 100, static_cast<int64_t>(4 * std::stod(gap) * kHz));
+  std::cerr << "  at most " << allowed_lost << " samples may come before the agent has read the library (5%, or "
+            << "four dlopens' time)\n";
+  EXPECT_LE(hot.total - hot.whole, allowed_lost)
       << hot.whole << " of " << hot.total << " samples taken from the dlopen on carry " << joined(kLateChain)
       << " <- " << joined(tail) << "; one that does not: " << hot.counterexample << "\n" << r.output;
-  EXPECT_GE(leaf.whole * 100, leaf.total * 95)
+  EXPECT_LE(leaf.total - leaf.whole, allowed_lost)
       << leaf.whole << " of " << leaf.total << " samples holding dl_leaf are whole; one that is not: "
       << leaf.counterexample;
 }
