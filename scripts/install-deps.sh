@@ -63,3 +63,8 @@ fi
 # A second CRuby build for the ruby plugin's tests (not installed: unpacked
 # under /opt/omniprof/test-rubies).
 "$(dirname "$0")/fetch-test-rubies.sh"
+
+# Debian's own CPython builds (sid's 3.14 and 3.15, trixie's 3.13) for the
+# python plugin's tests, beside pyenv's (not installed: unpacked under
+# /opt/omniprof/test-pythons, a launcher each in its bin/).
+"$(dirname "$0")/fetch-test-pythons.sh"
