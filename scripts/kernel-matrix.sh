@@ -284,7 +284,7 @@ prepare_kernel() {
 guest_exclude() {
   local kernel=$1 exclude=()
   [ "$kernel" = 6.1 ] || exclude+=('^UnitSuite\.' '^Interpreters/ShortLivedPythonTest\.')
-  exclude+=('^PythonProfileTest\.(cpython_3_[6-9]|debian_python3_11_stripped)$' '^Interpreters/ShortLivedPythonTest\..*/(cpython_3_1[12]|debian_python3_11_stripped)( |$)')
+  exclude+=('^PythonProfileTest\.(cpython_3_[6-9]|debian_python3_11_stripped|debian13_python3_13|debian_python3_15)$' '^Interpreters/ShortLivedPythonTest\..*/(cpython_3_1[12]|debian_python3_11_stripped|debian13_python3_13|debian_python3_1[45])( |$)')
   exclude+=('^ExportTest\.' '^RunTest\.RoundsSurviveTheirDirectoryRemovedOrUnwritable$')
   local IFS='|'
   echo "${exclude[*]}"

@@ -169,6 +169,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
     state->interpreter_walk[WALK_FRAME] = 0;
     return STEP_DONE;
   }
+  code &= ~(__u64)o->frame_code_tag_bits;
   __u32 detail = 0;
   bool last_of_call = false;
   if (o->frame_model == PYTHON_FRAME_OBJECT) {
@@ -184,7 +185,7 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
     if (o->frame_owner != PYTHON_OFFSET_NONE) {
       bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + o->frame_owner));
     }
-    if (o->frame_model == PYTHON_INTERPRETER_FRAME_312 && owner == PYTHON_FRAME_OWNED_BY_CSTACK) {
+    if (o->frame_model == PYTHON_INTERPRETER_FRAME_312 && owner >= o->frame_owner_interpreter) {
       /* The shim an evaluation loop call pushes below the frames it runs:
        * the next frames belong to the next (outer) marked native frame. */
       state->interpreter_walk[WALK_MARK] = mark + 1;

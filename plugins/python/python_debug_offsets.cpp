@@ -6,142 +6,84 @@
 namespace omniprof::python {
 namespace {
 
-// The 3.13 struct: after the cookie, uint64_t words in this order
-// (Include/internal/pycore_runtime.h of 3.13).
-enum Word : std::size_t {
-  kVersion,
-  kFreeThreaded,
-  kRuntimeSize,
-  kRuntimeFinalizing,
-  kRuntimeInterpretersHead,
-  kInterpSize,
-  kInterpId,
-  kInterpNext,
-  kInterpThreadsHead,
-  kInterpGc,
-  kInterpImportsModules,
-  kInterpSysdict,
-  kInterpBuiltins,
-  kInterpCevalGil,
-  kInterpGilRuntimeState,
-  kInterpGilRuntimeStateEnabled,
-  kInterpGilRuntimeStateLocked,
-  kInterpGilRuntimeStateHolder,
-  kTstateSize,
-  kTstatePrev,
-  kTstateNext,
-  kTstateInterp,
-  kTstateCurrentFrame,
-  kTstateThreadId,
-  kTstateNativeThreadId,
-  kTstateDatastackChunk,
-  kTstateStatus,
-  kFrameSize,
-  kFramePrevious,
-  kFrameExecutable,
-  kFrameInstrPtr,
-  kFrameLocalsplus,
-  kFrameOwner,
-  kCodeSize,
-  kCodeFilename,
-  kCodeName,
-  kCodeQualname,
-  kCodeLinetable,
-  kCodeFirstlineno,
-  kCodeArgcount,
-  kCodeLocalsplusnames,
-  kCodeLocalspluskinds,
-  kCodeCoCodeAdaptive,
-  kPyobjectSize,
-  kPyobjectObType,
-  kTypeSize,
-  kTypeTpName,
-  kTypeTpRepr,
-  kTypeTpFlags,
-  kTupleSize,
-  kTupleObItem,
-  kTupleObSize,
-  kListSize,
-  kListObItem,
-  kListObSize,
-  kDictSize,
-  kDictMaKeys,
-  kDictMaValues,
-  kFloatSize,
-  kFloatObFval,
-  kLongSize,
-  kLongLvTag,
-  kLongObDigit,
-  kBytesSize,
-  kBytesObSize,
-  kBytesObSval,
-  kUnicodeSize,
-  kUnicodeState,
-  kUnicodeLength,
-  kUnicodeAsciiobjectSize,
-  kGcSize,
-  kGcCollecting,
-  kWordCount,
+// Each field of PyDebugOffsets and the YAML key saying where it lies in a
+// version's _Py_DebugOffsets.
+struct Field {
+  const char* key;
+  uint64_t PyDebugOffsets::*value;
+  int64_t PythonReaderOffsets::*at;
 };
-static_assert(8 + kWordCount * 8 == kPyDebugOffsets313Size);
+constexpr Field kFields[] = {
+    {"debug_runtime_interpreters_head", &PyDebugOffsets::runtime_interpreters_head, &PythonReaderOffsets::debug_runtime_interpreters_head},
+    {"debug_interp_threads_head", &PyDebugOffsets::interp_threads_head, &PythonReaderOffsets::debug_interp_threads_head},
+    {"debug_interp_ceval_gil", &PyDebugOffsets::interp_ceval_gil, &PythonReaderOffsets::debug_interp_ceval_gil},
+    {"debug_interp_gil_runtime_state", &PyDebugOffsets::interp_gil_runtime_state, &PythonReaderOffsets::debug_interp_gil_runtime_state},
+    {"debug_interp_gil_locked", &PyDebugOffsets::interp_gil_locked, &PythonReaderOffsets::debug_interp_gil_locked},
+    {"debug_interp_gil_holder", &PyDebugOffsets::interp_gil_holder, &PythonReaderOffsets::debug_interp_gil_holder},
+    {"debug_tstate_next", &PyDebugOffsets::tstate_next, &PythonReaderOffsets::debug_tstate_next},
+    {"debug_tstate_current_frame", &PyDebugOffsets::tstate_current_frame, &PythonReaderOffsets::debug_tstate_current_frame},
+    {"debug_tstate_thread_id", &PyDebugOffsets::tstate_thread_id, &PythonReaderOffsets::debug_tstate_thread_id},
+    {"debug_frame_previous", &PyDebugOffsets::frame_previous, &PythonReaderOffsets::debug_frame_previous},
+    {"debug_frame_executable", &PyDebugOffsets::frame_executable, &PythonReaderOffsets::debug_frame_executable},
+    {"debug_frame_instr_ptr", &PyDebugOffsets::frame_instr_ptr, &PythonReaderOffsets::debug_frame_instr_ptr},
+    {"debug_frame_owner", &PyDebugOffsets::frame_owner, &PythonReaderOffsets::debug_frame_owner},
+    {"debug_code_filename", &PyDebugOffsets::code_filename, &PythonReaderOffsets::debug_code_filename},
+    {"debug_code_name", &PyDebugOffsets::code_name, &PythonReaderOffsets::debug_code_name},
+    {"debug_code_qualname", &PyDebugOffsets::code_qualname, &PythonReaderOffsets::debug_code_qualname},
+    {"debug_code_linetable", &PyDebugOffsets::code_linetable, &PythonReaderOffsets::debug_code_linetable},
+    {"debug_code_firstlineno", &PyDebugOffsets::code_firstlineno, &PythonReaderOffsets::debug_code_firstlineno},
+    {"debug_code_adaptive", &PyDebugOffsets::code_adaptive, &PythonReaderOffsets::debug_code_adaptive},
+    {"debug_bytes_ob_size", &PyDebugOffsets::bytes_ob_size, &PythonReaderOffsets::debug_bytes_ob_size},
+    {"debug_bytes_ob_sval", &PyDebugOffsets::bytes_ob_sval, &PythonReaderOffsets::debug_bytes_ob_sval},
+    {"debug_unicode_state", &PyDebugOffsets::unicode_state, &PythonReaderOffsets::debug_unicode_state},
+    {"debug_unicode_length", &PyDebugOffsets::unicode_length, &PythonReaderOffsets::debug_unicode_length},
+    {"debug_unicode_asciiobject_size", &PyDebugOffsets::unicode_asciiobject_size, &PythonReaderOffsets::debug_unicode_asciiobject_size},
+};
+
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
 
 }  // namespace
 
-Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image) {
-  if (image.size() < kPyDebugOffsets313Size) {
-    return make_error("_Py_DebugOffsets: " + std::to_string(image.size()) + " bytes, expected " +
-                      std::to_string(kPyDebugOffsets313Size));
+Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image, const PythonVersionOffsets& layout) {
+  const std::string version = std::to_string(layout.major) + "." + std::to_string(layout.minor);
+  const int64_t size = layout.reader.debug_offsets_size;
+  if (size <= 0) return make_error("_Py_DebugOffsets: CPython " + version + " has none (3.13+)");
+  if (static_cast<uint64_t>(size) > kPyDebugOffsetsMaxSize || image.size() < static_cast<uint64_t>(size)) {
+    return make_error("_Py_DebugOffsets: " + std::to_string(image.size()) + " bytes, " + version + "'s is " +
+                      std::to_string(size));
   }
   if (std::memcmp(image.data(), "xdebugpy", 8) != 0) {
     return make_error("_Py_DebugOffsets: no \"xdebugpy\" cookie at the start of _PyRuntime");
   }
-  auto word = [&](Word index) {
+  auto word = [&](uint64_t at) {
     uint64_t value;
-    std::memcpy(&value, image.data() + 8 + index * 8, 8);
+    std::memcpy(&value, image.data() + at, 8);
     return value;
   };
   PyDebugOffsets d;
-  d.version = word(kVersion);
-  if ((d.version >> 16) != 0x030d) {
-    char text[32];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(d.version));
-    return make_error(std::string("_Py_DebugOffsets: version ") + text +
-                      " is not 3.13 (the struct's layout changes with each minor version)");
+  d.version = word(kPyDebugOffsetsVersionAt);
+  if ((d.version >> 16) != (layout.bpf.version_hex >> 16)) {
+    return make_error("_Py_DebugOffsets: version " + hex(d.version) + " is not " + version +
+                      " (the struct's layout changes with each minor version)");
   }
-  d.free_threaded = word(kFreeThreaded);
-  if (d.free_threaded != 0)
-    return make_error("_Py_DebugOffsets: free-threaded build, not supported");
-  d.runtime_interpreters_head = word(kRuntimeInterpretersHead);
-  d.interp_threads_head = word(kInterpThreadsHead);
-  d.interp_ceval_gil = word(kInterpCevalGil);
-  d.interp_gil_runtime_state = word(kInterpGilRuntimeState);
-  d.interp_gil_locked = word(kInterpGilRuntimeStateLocked);
-  d.interp_gil_holder = word(kInterpGilRuntimeStateHolder);
-  d.tstate_next = word(kTstateNext);
-  d.tstate_current_frame = word(kTstateCurrentFrame);
-  d.tstate_thread_id = word(kTstateThreadId);
-  d.frame_previous = word(kFramePrevious);
-  d.frame_executable = word(kFrameExecutable);
-  d.frame_instr_ptr = word(kFrameInstrPtr);
-  d.frame_owner = word(kFrameOwner);
-  d.code_filename = word(kCodeFilename);
-  d.code_name = word(kCodeName);
-  d.code_qualname = word(kCodeQualname);
-  d.code_linetable = word(kCodeLinetable);
-  d.code_firstlineno = word(kCodeFirstlineno);
-  d.code_adaptive = word(kCodeCoCodeAdaptive);
-  d.bytes_ob_size = word(kBytesObSize);
-  d.bytes_ob_sval = word(kBytesObSval);
-  d.unicode_state = word(kUnicodeState);
-  d.unicode_length = word(kUnicodeLength);
-  d.unicode_asciiobject_size = word(kUnicodeAsciiobjectSize);
-  if (d.interp_gil_locked < d.interp_gil_runtime_state ||
-      d.interp_gil_holder < d.interp_gil_runtime_state) {
+  d.free_threaded = word(kPyDebugOffsetsFreeThreadedAt);
+  if (d.free_threaded != 0) return make_error("_Py_DebugOffsets: free-threaded build, not supported");
+  for (const Field& field : kFields) {
+    const int64_t at = layout.reader.*field.at;
+    if (at < 0 || at + 8 > size) {
+      return make_error(std::string("_Py_DebugOffsets: python.yaml's ") + version + " entry has no " + field.key);
+    }
+    d.*field.value = word(static_cast<uint64_t>(at));
+  }
+  if (d.interp_gil_locked < d.interp_gil_runtime_state || d.interp_gil_holder < d.interp_gil_runtime_state) {
     return make_error("_Py_DebugOffsets: the GIL's fields lie before the GIL");
   }
   PythonVersionOffsets probe;
-  if (!apply_py_debug_offsets(d, probe))
-    return make_error("_Py_DebugOffsets: an offset does not fit its field");
+  if (!apply_py_debug_offsets(d, probe)) return make_error("_Py_DebugOffsets: an offset does not fit its field");
   return d;
 }
 

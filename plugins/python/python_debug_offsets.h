@@ -1,6 +1,9 @@
-// CPython 3.13's _Py_DebugOffsets: the layout facts a 3.13 process publishes
-// at the start of _PyRuntime (Include/internal/pycore_runtime.h), so that an
-// out-of-process reader need not trust a shipped table.
+// CPython's _Py_DebugOffsets (3.13+): the layout facts a process publishes at
+// the start of _PyRuntime (Include/internal/pycore_runtime.h of 3.13,
+// pycore_debug_offsets.h of 3.14+), so that an out-of-process reader need not
+// trust a shipped table. The struct itself changes with each minor version:
+// where each field the plugin reads lies in it is the YAML's debug_* keys of
+// that version (checked against the headers like every other key).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +14,14 @@
 
 namespace omniprof::python {
 
-// Bytes of the 3.13 _Py_DebugOffsets (an 8-byte cookie, then 72 uint64_t).
-inline constexpr std::size_t kPyDebugOffsets313Size = 584;
+// Every version's struct starts with an 8-byte cookie ("xdebugpy"), then
+// its PY_VERSION_HEX and whether it is free-threaded, as uint64_t.
+inline constexpr std::size_t kPyDebugOffsetsVersionAt = 8;
+inline constexpr std::size_t kPyDebugOffsetsFreeThreadedAt = 16;
+// Bytes the plugin reads at most (3.15's struct is 888).
+inline constexpr std::size_t kPyDebugOffsetsMaxSize = 4096;
 
-// The fields of the 3.13 struct the plugin uses, in its terms.
+// The fields of the struct the plugin uses, in its terms.
 struct PyDebugOffsets {
   uint64_t version = 0;  // the process's PY_VERSION_HEX
   uint64_t free_threaded = 0;
@@ -44,11 +51,14 @@ struct PyDebugOffsets {
   uint64_t unicode_asciiobject_size = 0;
 };
 
-// Parses the first kPyDebugOffsets313Size bytes of _PyRuntime. Errors: a
-// wrong cookie ("xdebugpy"), a version other than 3.13 (the layout changes
-// each minor version), a free-threaded build (other struct layouts), or
-// offsets too large for the BPF map's u16 fields.
-Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image);
+// Parses the first layout.reader.debug_offsets_size bytes of _PyRuntime with
+// `layout`'s debug_* positions (the shipped entry of the minor version the
+// executable says it is). Errors: no debug offsets in that entry (before
+// 3.13), a short image, a wrong cookie ("xdebugpy"), a version other than
+// the layout's (the struct changes each minor version), a free-threaded
+// build (other struct layouts), or offsets too large for the BPF map's u16
+// fields.
+Result<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> image, const PythonVersionOffsets& layout);
 
 // Overwrites in `offsets` every field the debug offsets give (the GIL's
 // locked / last_holder as offsets inside struct _gil_runtime_state, like the

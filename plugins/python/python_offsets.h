@@ -26,16 +26,10 @@ enum python_frame_model {
    * runs frames up to and including the one with is_entry set. */
   PYTHON_INTERPRETER_FRAME_311 = 2,
   /* 3.12+: as 3.11, but each evaluation loop call pushes a shim frame owned
-   * by the C stack (owner == PYTHON_FRAME_OWNED_BY_CSTACK) below the frames it
-   * runs: that frame is the boundary, never shown. */
+   * by the interpreter (owner >= frame_owner_interpreter) below the frames
+   * it runs: that frame is the boundary, never shown. */
   PYTHON_INTERPRETER_FRAME_312 = 3,
 };
-
-/* _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h). */
-#define PYTHON_FRAME_OWNED_BY_THREAD 0
-#define PYTHON_FRAME_OWNED_BY_GENERATOR 1
-#define PYTHON_FRAME_OWNED_BY_FRAME_OBJECT 2
-#define PYTHON_FRAME_OWNED_BY_CSTACK 3
 
 /* How the plugin tells, at sample time, whether the sampled thread holds the GIL. */
 enum python_gil_model {
@@ -79,6 +73,15 @@ struct python_offsets {
   omniprof_u16 frame_lasti;    /* f_lasti (int, up to 3.10) / prev_instr (3.11, 3.12) / instr_ptr (3.13+) */
   omniprof_u16 frame_owner;    /* owner (char, 3.12+; 3.11 has it too), else NONE */
   omniprof_u16 frame_is_entry; /* is_entry (bool, 3.11 only), else NONE */
+  /* The lowest owner value of a frame that is the interpreter's, not a
+   * Python function's, and ends an evaluation loop call's frames: 3.12 and
+   * 3.13 FRAME_OWNED_BY_CSTACK (3, the shim), 3.14 and 3.15
+   * FRAME_OWNED_BY_INTERPRETER (3; 3.14's CSTACK is 4), as CPython's own
+   * _PyFrame_IsIncomplete tells them; NONE before 3.12. */
+  omniprof_u16 frame_owner_interpreter;
+  /* 3.14+: f_executable is a _PyStackRef, its low bits (Py_TAG_BITS) tags
+   * to clear for the code object's address; 0 before. */
+  omniprof_u16 frame_code_tag_bits;
 
   /* PyCodeObject */
   omniprof_u16 code_adaptive;  /* co_code_adaptive (3.11+: the instructions), else NONE */

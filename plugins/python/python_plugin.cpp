@@ -172,13 +172,15 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
   const uint64_t bias = found->load_bias;
   if (shipped) offsets = *shipped;
   // 3.13+: the process says its own layout (_Py_DebugOffsets at the start of
-  // _PyRuntime); the shipped table is the fallback.
+  // _PyRuntime, read with the shipped entry's debug_* positions); the
+  // shipped table is the fallback.
   bool from_process = false;
-  if (info->version.major == 3 && info->version.minor >= 13 && info->runtime) {
-    std::vector<uint8_t> image(py::kPyDebugOffsets313Size);
+  if (shipped && shipped->reader.debug_offsets_size > 0 && info->runtime) {
+    std::vector<uint8_t> image(static_cast<std::size_t>(
+        std::min<int64_t>(shipped->reader.debug_offsets_size, py::kPyDebugOffsetsMaxSize)));
     if (reader(pid)(*info->runtime + bias, image.data(), image.size())) {
-      auto debug = py::parse_py_debug_offsets(image);
-      if (debug && shipped && py::apply_py_debug_offsets(*debug, offsets)) {
+      auto debug = py::parse_py_debug_offsets(image, *shipped);
+      if (debug && py::apply_py_debug_offsets(*debug, offsets)) {
         from_process = true;
       } else if (!debug) {
         log_.debug("python: pid " + std::to_string(pid) + ": _Py_DebugOffsets unusable (" + debug.error().message +

@@ -271,11 +271,10 @@ bool shows_the_scripts_python_frames(const Sample& s) {
 // are never one name).
 std::vector<Interpreter> python_short_lived_interpreters() {
   std::vector<Interpreter> out;
+  static const std::regex minor_of(R"(3_(\d+))");
   for (const Interpreter& i : parse_interpreters(OMNIPROF_PYTHON_INTERPRETERS)) {
-    if (i.name.find("3_11") != std::string::npos || i.name.find("3_12") != std::string::npos ||
-        i.name.find("3_13") != std::string::npos) {
-      out.push_back(i);
-    }
+    std::smatch m;
+    if (std::regex_search(i.name, m, minor_of) && std::stoi(m[1].str()) >= 11) out.push_back(i);
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// The line table decoders against what each pyenv CPython says about its own
+// The line table decoders against what each CPython build (pyenv's, Debian's) says about its own
 // code objects (dump_code.py), and the reader against a live process of each
 // version, read through /proc/PID/mem.
 #include "python_code_reader.h"
@@ -71,7 +71,7 @@ Dump parse_dump(ChildProcess& child) {
   return dump;
 }
 
-std::optional<ChildProcess> start_dump(const PyenvVersion& version, bool wait) {
+std::optional<ChildProcess> start_dump(const PythonBuild& version, bool wait) {
   std::vector<std::string> argv = {version.python(), OMNIPROF_PYTHON_TEST_DIR "/dump_code.py"};
   if (wait) argv.push_back("wait");
   std::string error;
@@ -85,11 +85,11 @@ const PythonOffsetsTable& shipped_table() {
   return table;
 }
 
-class PythonCodeReader : public ::testing::TestWithParam<PyenvVersion> {};
+class PythonCodeReader : public ::testing::TestWithParam<PythonBuild> {};
 
 TEST_P(PythonCodeReader, LineTableDecoderAgreesWithCPythonOnEveryOffset) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   auto child = start_dump(version, false);
   ASSERT_TRUE(child);
   Dump dump = parse_dump(*child);
@@ -124,8 +124,8 @@ TEST_P(PythonCodeReader, LineTableDecoderAgreesWithCPythonOnEveryOffset) {
 }
 
 TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   const PythonVersionOffsets* offsets =
       shipped_table().find(version.major(), version.minor_number());
   ASSERT_NE(offsets, nullptr);
@@ -237,8 +237,8 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
   EXPECT_EQ(small.size(), 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pyenv, PythonCodeReader, ::testing::ValuesIn(pyenv_versions()),
-                         pyenv_test_name);
+INSTANTIATE_TEST_SUITE_P(Builds, PythonCodeReader, ::testing::ValuesIn(python_builds()),
+                         python_build_test_name);
 
 // Hand-made memory for the string reader: every kind, and garbage.
 class FakeMemory {

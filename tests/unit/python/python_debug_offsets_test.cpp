@@ -1,5 +1,7 @@
-// 3.13's _Py_DebugOffsets, read from a live python3.13 process, against the
-// shipped YAML (itself checked against the headers by python_offsets_yaml_test).
+// _Py_DebugOffsets (3.13+), read from a live process of each build that has
+// it (pyenv's 3.13, Debian's 3.13, 3.14 and 3.15) with the YAML's debug_*
+// positions, against the shipped YAML (itself checked against the headers by
+// python_offsets_yaml_test).
 #include "python_debug_offsets.h"
 
 #include <gtest/gtest.h>
@@ -29,24 +31,51 @@ std::optional<uint64_t> load_address(pid_t pid, const std::string& path) {
   return std::nullopt;
 }
 
-std::vector<uint8_t> image_of(std::initializer_list<std::pair<std::size_t, uint64_t>> words) {
-  std::vector<uint8_t> image(kPyDebugOffsets313Size, 0);
+// The build's ELF file holding _PyRuntime: pyenv's libpython, or Debian's
+// static python3.X executable.
+std::string runtime_file(const PythonBuild& build) {
+  return build.debian.empty() ? build.libpython() : build.root() + "/usr/bin/python" + build.minor;
+}
+
+const PythonOffsetsTable& shipped_table() {
+  static const PythonOffsetsTable table = PythonOffsetsTable::load_file(OMNIPROF_PYTHON_YAML);
+  return table;
+}
+
+// A _Py_DebugOffsets image of `layout`'s size: the cookie, then `words`
+// (byte position -> value).
+std::vector<uint8_t> image_of(const PythonVersionOffsets& layout,
+                              std::initializer_list<std::pair<std::size_t, uint64_t>> words) {
+  std::vector<uint8_t> image(static_cast<std::size_t>(layout.reader.debug_offsets_size), 0);
   std::memcpy(image.data(), "xdebugpy", 8);
-  for (auto [index, value] : words) std::memcpy(image.data() + 8 + index * 8, &value, 8);
+  for (auto [at, value] : words) std::memcpy(image.data() + at, &value, 8);
   return image;
 }
 
-TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
-  const PyenvVersion& version = pyenv_versions().back();
-  ASSERT_EQ(version.minor, "3.13");
-  OMNIPROF_REQUIRE_PYENV(version);
-  auto elf = omniprof::ElfFile::open(version.libpython());
+// The builds that publish _Py_DebugOffsets: 3.13 and later.
+std::vector<PythonBuild> builds_with_debug_offsets() {
+  std::vector<PythonBuild> out;
+  for (const PythonBuild& build : python_builds()) {
+    if (build.major() == 3 && build.minor_number() >= 13) out.push_back(build);
+  }
+  return out;
+}
+
+class PythonDebugOffsets : public ::testing::TestWithParam<PythonBuild> {};
+
+TEST_P(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
+  const PythonVersionOffsets* yaml = shipped_table().find(version.major(), version.minor_number());
+  ASSERT_NE(yaml, nullptr) << "python.yaml has no " << version.minor;
+  const std::string file = runtime_file(version);
+  auto elf = omniprof::ElfFile::open(file);
   ASSERT_TRUE(elf) << elf.error().message;
   auto found = elf->find_symbol("_PyRuntime");
   ASSERT_TRUE(found) << found.error().message;
   const std::optional<ElfSymbol>& runtime = *found;
-  ASSERT_TRUE(runtime);
-  ASSERT_GE(runtime->size, kPyDebugOffsets313Size);
+  ASSERT_TRUE(runtime) << "no _PyRuntime in " << file;
+  ASSERT_GE(runtime->size, static_cast<uint64_t>(yaml->reader.debug_offsets_size));
 
   std::string error;
   auto child =
@@ -56,22 +85,17 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
   ASSERT_TRUE(child) << error;
   ASSERT_EQ(child->read_line(), "READY");
   // The maps name the file the loader opened: the .so.1.0 behind the symlink.
-  auto base = load_address(child->pid(), version.libpython());
-  ASSERT_TRUE(base) << version.libpython() << " is not mapped in " << child->pid();
-  std::vector<uint8_t> image(kPyDebugOffsets313Size);
+  auto base = load_address(child->pid(), file);
+  ASSERT_TRUE(base) << file << " is not mapped in " << child->pid();
+  std::vector<uint8_t> image(static_cast<std::size_t>(yaml->reader.debug_offsets_size));
   ReadMemory read = proc_mem_reader(child->pid());
-  // A shared library's first PT_LOAD is at vaddr 0 (pyenv's libpython is).
+  // A shared library's or PIE's first PT_LOAD is at vaddr 0 (these are).
   ASSERT_TRUE(read(*base + runtime->value, image.data(), image.size()));
 
-  auto debug = parse_py_debug_offsets(image);
+  auto debug = parse_py_debug_offsets(image, *yaml);
   ASSERT_TRUE(debug) << debug.error().message;
-  EXPECT_EQ(debug->version >> 16, 0x030du);
+  EXPECT_EQ(debug->version >> 16, yaml->bpf.version_hex >> 16);
 
-  PythonOffsetsTable table = PythonOffsetsTable::load_file(OMNIPROF_PYTHON_YAML);
-  const PythonVersionOffsets* yaml = table.find(3, 13);
-  ASSERT_NE(yaml, nullptr);
-  // The parser's layout is the size the 3.13 header gives the struct.
-  EXPECT_EQ(yaml->reader.debug_offsets_size, static_cast<int64_t>(kPyDebugOffsets313Size));
   PythonVersionOffsets from_process = *yaml;
   // Start from nothing known, so every field the debug offsets cover is set
   // by apply_py_debug_offsets and compared.
@@ -85,27 +109,45 @@ TEST(PythonDebugOffsets, LiveProcessAgreesWithTheYaml) {
     int64_t live = kPythonOffsetSchema.value(from_process, key);
     if (live == -1 && kPythonOffsetSchema.value(*yaml, key) != -1) continue;  // not in _Py_DebugOffsets
     EXPECT_EQ(live, kPythonOffsetSchema.value(*yaml, key))
-        << "3.13 key " << key << ": the process says " << live;
+        << version.minor << " key " << key << ": the process says " << live;
     if (live != -1) ++covered;
   }
   EXPECT_GE(covered, 20u);
 }
 
-TEST(PythonDebugOffsets, RejectsWhatItCannotRead) {
-  std::vector<uint8_t> good = image_of({{0, 0x030d00f0}});
-  EXPECT_TRUE(parse_py_debug_offsets(good));
+INSTANTIATE_TEST_SUITE_P(Builds, PythonDebugOffsets, ::testing::ValuesIn(builds_with_debug_offsets()),
+                         python_build_test_name);
+
+TEST(PythonDebugOffsetsParser, RejectsWhatItCannotRead) {
+  const PythonVersionOffsets* layout = shipped_table().find(3, 13);
+  ASSERT_NE(layout, nullptr);
+  std::vector<uint8_t> good = image_of(*layout, {{kPyDebugOffsetsVersionAt, 0x030d00f0}});
+  EXPECT_TRUE(parse_py_debug_offsets(good, *layout));
   std::vector<uint8_t> cookie = good;
   cookie[0] = 'y';
-  EXPECT_NE(parse_py_debug_offsets(cookie).error().message.find("xdebugpy"), std::string::npos);
-  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030e00a0}})).error().message.find("3.13"),
+  EXPECT_NE(parse_py_debug_offsets(cookie, *layout).error().message.find("xdebugpy"), std::string::npos);
+  EXPECT_NE(parse_py_debug_offsets(image_of(*layout, {{kPyDebugOffsetsVersionAt, 0x030e00a0}}), *layout)
+                .error()
+                .message.find("is not 3.13"),
             std::string::npos);
-  EXPECT_NE(parse_py_debug_offsets(image_of({{0, 0x030d00f0}, {1, 1}}))
+  EXPECT_NE(parse_py_debug_offsets(
+                image_of(*layout, {{kPyDebugOffsetsVersionAt, 0x030d00f0}, {kPyDebugOffsetsFreeThreadedAt, 1}}),
+                *layout)
                 .error()
                 .message.find("free-threaded"),
             std::string::npos);
-  // An offset that does not fit the BPF map's u16 (thread_state.next, word 20).
-  EXPECT_FALSE(parse_py_debug_offsets(image_of({{0, 0x030d00f0}, {20, 0x10000}})));
-  EXPECT_FALSE(parse_py_debug_offsets(std::span<const uint8_t>(good.data(), 100)));
+  // An offset that does not fit the BPF map's u16 (thread_state.next).
+  const auto next_at = static_cast<std::size_t>(layout->reader.debug_tstate_next);
+  EXPECT_FALSE(parse_py_debug_offsets(
+      image_of(*layout, {{kPyDebugOffsetsVersionAt, 0x030d00f0}, {next_at, 0x10000}}), *layout));
+  EXPECT_FALSE(parse_py_debug_offsets(std::span<const uint8_t>(good.data(), 100), *layout));
+  // A layout without debug offsets (3.12), or one missing a position.
+  const PythonVersionOffsets* old = shipped_table().find(3, 12);
+  ASSERT_NE(old, nullptr);
+  EXPECT_NE(parse_py_debug_offsets(good, *old).error().message.find("has none"), std::string::npos);
+  PythonVersionOffsets holed = *layout;
+  holed.reader.debug_frame_owner = -1;
+  EXPECT_NE(parse_py_debug_offsets(good, holed).error().message.find("debug_frame_owner"), std::string::npos);
 }
 
 }  // namespace

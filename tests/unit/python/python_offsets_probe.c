@@ -27,6 +27,10 @@
 #if PY_VERSION_HEX >= 0x030C0000
 #include <internal/pycore_gil.h>
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+#include <internal/pycore_stackref.h>
+#include <internal/pycore_debug_offsets.h>
+#endif
 
 #define NONE (-1L)
 #define KEY(name, value) printf("%s %ld\n", name, (long)(value))
@@ -100,6 +104,8 @@ int main(void) {
   KEY("frame_lasti", offsetof(PyFrameObject, f_lasti));
   KEY("frame_owner", NONE);
   KEY("frame_is_entry", NONE);
+  KEY("frame_owner_interpreter", NONE);
+  KEY("frame_code_tag_bits", 0);
   KEY("code_adaptive", NONE);
 #else
   KEY("frame_back", offsetof(_PyInterpreterFrame, previous));
@@ -115,6 +121,18 @@ int main(void) {
   KEY("frame_is_entry", offsetof(_PyInterpreterFrame, is_entry));
 #else
   KEY("frame_is_entry", NONE);
+#endif
+#if PY_VERSION_HEX < 0x030C0000
+  KEY("frame_owner_interpreter", NONE);
+#elif PY_VERSION_HEX < 0x030E0000
+  KEY("frame_owner_interpreter", FRAME_OWNED_BY_CSTACK);
+#else
+  KEY("frame_owner_interpreter", FRAME_OWNED_BY_INTERPRETER);
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+  KEY("frame_code_tag_bits", Py_TAG_BITS);
+#else
+  KEY("frame_code_tag_bits", 0);
 #endif
   KEY("code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
 #endif
@@ -191,8 +209,56 @@ int main(void) {
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
   KEY("debug_offsets_size", sizeof(_Py_DebugOffsets));
+  KEY("debug_runtime_interpreters_head", offsetof(_Py_DebugOffsets, runtime_state.interpreters_head));
+  KEY("debug_interp_threads_head", offsetof(_Py_DebugOffsets, interpreter_state.threads_head));
+  KEY("debug_interp_ceval_gil", offsetof(_Py_DebugOffsets, interpreter_state.ceval_gil));
+  KEY("debug_interp_gil_runtime_state", offsetof(_Py_DebugOffsets, interpreter_state.gil_runtime_state));
+  KEY("debug_interp_gil_locked", offsetof(_Py_DebugOffsets, interpreter_state.gil_runtime_state_locked));
+  KEY("debug_interp_gil_holder", offsetof(_Py_DebugOffsets, interpreter_state.gil_runtime_state_holder));
+  KEY("debug_tstate_next", offsetof(_Py_DebugOffsets, thread_state.next));
+  KEY("debug_tstate_current_frame", offsetof(_Py_DebugOffsets, thread_state.current_frame));
+  KEY("debug_tstate_thread_id", offsetof(_Py_DebugOffsets, thread_state.thread_id));
+  KEY("debug_frame_previous", offsetof(_Py_DebugOffsets, interpreter_frame.previous));
+  KEY("debug_frame_executable", offsetof(_Py_DebugOffsets, interpreter_frame.executable));
+  KEY("debug_frame_instr_ptr", offsetof(_Py_DebugOffsets, interpreter_frame.instr_ptr));
+  KEY("debug_frame_owner", offsetof(_Py_DebugOffsets, interpreter_frame.owner));
+  KEY("debug_code_filename", offsetof(_Py_DebugOffsets, code_object.filename));
+  KEY("debug_code_name", offsetof(_Py_DebugOffsets, code_object.name));
+  KEY("debug_code_qualname", offsetof(_Py_DebugOffsets, code_object.qualname));
+  KEY("debug_code_linetable", offsetof(_Py_DebugOffsets, code_object.linetable));
+  KEY("debug_code_firstlineno", offsetof(_Py_DebugOffsets, code_object.firstlineno));
+  KEY("debug_code_adaptive", offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
+  KEY("debug_bytes_ob_size", offsetof(_Py_DebugOffsets, bytes_object.ob_size));
+  KEY("debug_bytes_ob_sval", offsetof(_Py_DebugOffsets, bytes_object.ob_sval));
+  KEY("debug_unicode_state", offsetof(_Py_DebugOffsets, unicode_object.state));
+  KEY("debug_unicode_length", offsetof(_Py_DebugOffsets, unicode_object.length));
+  KEY("debug_unicode_asciiobject_size", offsetof(_Py_DebugOffsets, unicode_object.asciiobject_size));
 #else
   KEY("debug_offsets_size", NONE);
+  KEY("debug_runtime_interpreters_head", NONE);
+  KEY("debug_interp_threads_head", NONE);
+  KEY("debug_interp_ceval_gil", NONE);
+  KEY("debug_interp_gil_runtime_state", NONE);
+  KEY("debug_interp_gil_locked", NONE);
+  KEY("debug_interp_gil_holder", NONE);
+  KEY("debug_tstate_next", NONE);
+  KEY("debug_tstate_current_frame", NONE);
+  KEY("debug_tstate_thread_id", NONE);
+  KEY("debug_frame_previous", NONE);
+  KEY("debug_frame_executable", NONE);
+  KEY("debug_frame_instr_ptr", NONE);
+  KEY("debug_frame_owner", NONE);
+  KEY("debug_code_filename", NONE);
+  KEY("debug_code_name", NONE);
+  KEY("debug_code_qualname", NONE);
+  KEY("debug_code_linetable", NONE);
+  KEY("debug_code_firstlineno", NONE);
+  KEY("debug_code_adaptive", NONE);
+  KEY("debug_bytes_ob_size", NONE);
+  KEY("debug_bytes_ob_sval", NONE);
+  KEY("debug_unicode_state", NONE);
+  KEY("debug_unicode_length", NONE);
+  KEY("debug_unicode_asciiobject_size", NONE);
 #endif
   return 0;
 }

@@ -1,6 +1,7 @@
 // Proves every number of plugins/python/offsets/python.yaml against the
 // CPython it describes: python_offsets_probe.c, compiled against each pyenv
-// build's headers, prints offsetof()/sizeof() for every key.
+// build's headers and Debian's (libpython3.X-dev, unpacked by
+// scripts/fetch-test-pythons.sh), prints offsetof()/sizeof() for every key.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -17,12 +18,13 @@ namespace {
 
 // key -> value as the probe prints it for `version`; fails the test on a
 // compile or run error.
-std::map<std::string, int64_t> probe_offsets(const PyenvVersion& version) {
+std::map<std::string, int64_t> probe_offsets(const PythonBuild& version) {
   std::string binary = ::testing::TempDir() + "python_offsets_probe_" + version.full;
   std::string include = version.include_dir();
+  std::string extra = version.extra_include_dir().empty() ? "" : " -I" + version.extra_include_dir();
   int status = 0;
   std::string compile = std::string(OMNIPROF_C_COMPILER) + " -std=gnu99 -DPy_BUILD_CORE -I" +
-                        include + " -I" + include + "/internal -o " + binary +
+                        include + " -I" + include + "/internal" + extra + " -o " + binary +
                         " " OMNIPROF_PYTHON_TEST_DIR "/python_offsets_probe.c 2>&1";
   std::string output = run_command(compile, status);
   EXPECT_EQ(status, 0) << "compiling the probe for " << version.full << " failed:\n" << output;
@@ -39,13 +41,14 @@ std::map<std::string, int64_t> probe_offsets(const PyenvVersion& version) {
   return values;
 }
 
-class PythonOffsetsYaml : public ::testing::TestWithParam<PyenvVersion> {};
+class PythonOffsetsYaml : public ::testing::TestWithParam<PythonBuild> {};
 
 TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   sdk::OffsetTable raw = sdk::OffsetTable::load_file(OMNIPROF_PYTHON_YAML);
-  auto parsed_version = sdk::RuntimeVersion::parse(version.full);
+  // Debian's builds by their minor version (sid's patch level changes).
+  auto parsed_version = sdk::RuntimeVersion::parse(version.debian.empty() ? version.full : version.minor);
   ASSERT_TRUE(parsed_version);
   const sdk::Offsets* entry = raw.find(*parsed_version);
   ASSERT_NE(entry, nullptr) << "python.yaml has no entry for " << version.full;
@@ -89,9 +92,9 @@ TEST_P(PythonOffsetsYaml, EveryNumberMatchesTheHeaders) {
 // the plugin finds by symbol (the YAML has -1 for the runtime offsets). Check
 // they are there, of the types ceval_gil.h gives them.
 TEST(PythonOffsetsYaml, Python36StaticGilSymbols) {
-  const PyenvVersion& version = pyenv_versions()[1];
+  const PythonBuild& version = pyenv_builds()[1];
   ASSERT_EQ(version.minor, "3.6");
-  OMNIPROF_REQUIRE_PYENV(version);
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   auto elf = omniprof::ElfFile::open(version.libpython());
   ASSERT_TRUE(elf) << elf.error().message;
   std::map<std::string, uint64_t> sizes;
@@ -107,8 +110,8 @@ TEST(PythonOffsetsYaml, Python36StaticGilSymbols) {
   EXPECT_EQ(sizes["_PyThreadState_Current"], 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pyenv, PythonOffsetsYaml, ::testing::ValuesIn(pyenv_versions()),
-                         pyenv_test_name);
+INSTANTIATE_TEST_SUITE_P(Builds, PythonOffsetsYaml, ::testing::ValuesIn(python_builds()),
+                         python_build_test_name);
 
 }  // namespace
 }  // namespace omniprof::python::test

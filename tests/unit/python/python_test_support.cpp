@@ -17,31 +17,49 @@
 
 namespace omniprof::python::test {
 
-std::string PyenvVersion::python() const { return root() + "/bin/python" + minor; }
+namespace {
+std::string test_pythons_dir() {
+  const char* dir = std::getenv("OMNIPROF_TEST_PYTHONS");
+  return dir && *dir ? dir : "/opt/omniprof/test-pythons";
+}
+}  // namespace
 
-std::string PyenvVersion::libpython() const {
+std::string PythonBuild::root() const {
+  return debian.empty() ? "/root/.pyenv/versions/" + full : test_pythons_dir() + "/" + debian;
+}
+
+std::string PythonBuild::python() const {
+  return debian.empty() ? root() + "/bin/python" + minor : test_pythons_dir() + "/bin/" + debian;
+}
+
+std::string PythonBuild::libpython() const {
+  if (!debian.empty()) return root() + "/usr/lib/x86_64-linux-gnu/libpython" + minor + ".so.1.0";
   std::string abi = (minor == "3.6" || minor == "3.7") ? "m" : "";
   return root() + "/lib/libpython" + minor + abi + ".so.1.0";
 }
 
-std::string PyenvVersion::include_dir() const {
+std::string PythonBuild::include_dir() const {
+  if (!debian.empty()) return root() + "/usr/include/python" + minor;
   std::string abi = (minor == "3.6" || minor == "3.7") ? "m" : "";
   return root() + "/include/python" + minor + abi;
 }
 
-int PyenvVersion::major() const { return std::atoi(minor.c_str()); }
-int PyenvVersion::minor_number() const { return std::atoi(minor.c_str() + minor.find('.') + 1); }
+std::string PythonBuild::extra_include_dir() const { return debian.empty() ? "" : root() + "/usr/include"; }
 
-void PrintTo(const PyenvVersion& version, std::ostream* out) { *out << "CPython " << version.full; }
+int PythonBuild::major() const { return std::atoi(minor.c_str()); }
+int PythonBuild::minor_number() const { return std::atoi(minor.c_str() + minor.find('.') + 1); }
 
-std::string pyenv_test_name(const ::testing::TestParamInfo<PyenvVersion>& info) {
-  std::string name = "Python" + info.param.minor;
+void PrintTo(const PythonBuild& version, std::ostream* out) { *out << "CPython " << version.full; }
+
+std::string python_build_test_name(const ::testing::TestParamInfo<PythonBuild>& info) {
+  std::string name = info.param.debian.empty() ? "Python" + info.param.minor : "Debian_" + info.param.debian;
+  std::replace(name.begin(), name.end(), '-', '_');
   name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
   return name;
 }
 
-const std::vector<PyenvVersion>& pyenv_versions() {
-  static const std::vector<PyenvVersion> versions = {
+const std::vector<PythonBuild>& pyenv_builds() {
+  static const std::vector<PythonBuild> versions = {
       {"2.7", "2.7.18"},  {"3.6", "3.6.15"},  {"3.7", "3.7.16"},
       {"3.8", "3.8.18"},  {"3.9", "3.9.18"},  {"3.10", "3.10.13"},
       {"3.11", "3.11.7"}, {"3.12", "3.12.1"}, {"3.13", "3.13.0"},
@@ -49,12 +67,32 @@ const std::vector<PyenvVersion>& pyenv_versions() {
   return versions;
 }
 
-std::string missing_pyenv(const PyenvVersion& version) {
+const std::vector<PythonBuild>& debian_builds() {
+  static const std::vector<PythonBuild> builds = {
+      {"3.13", "python3.13-debian13", "python3.13-debian13"},
+      {"3.14", "python3.14", "python3.14"},
+      {"3.15", "python3.15", "python3.15"},
+  };
+  return builds;
+}
+
+const std::vector<PythonBuild>& python_builds() {
+  static const std::vector<PythonBuild> builds = [] {
+    std::vector<PythonBuild> all = pyenv_builds();
+    all.insert(all.end(), debian_builds().begin(), debian_builds().end());
+    return all;
+  }();
+  return builds;
+}
+
+std::string missing_python_build(const PythonBuild& version) {
   struct stat st {};
   if (stat(version.python().c_str(), &st) == 0 && stat(version.libpython().c_str(), &st) == 0)
     return "";
-  std::string reason =
-      "pyenv CPython " + version.full + " is not installed (" + version.root() + ")";
+  std::string reason = version.debian.empty()
+                           ? "pyenv CPython " + version.full + " is not installed (" + version.root() + ")"
+                           : "Debian's " + version.debian + " is not unpacked (" + version.root() +
+                                 ": run scripts/fetch-test-pythons.sh)";
   const char* ci = std::getenv("CI");
   if (ci && std::string(ci) == "true") ADD_FAILURE() << reason << ": required under CI=true";
   return reason;

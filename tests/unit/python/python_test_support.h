@@ -15,30 +15,42 @@
 
 namespace omniprof::python::test {
 
-struct PyenvVersion {
-  std::string minor;  // "3.11"
-  std::string full;   // "3.11.7"
-  std::string root() const { return "/root/.pyenv/versions/" + full; }
-  std::string python() const;       // bin/pythonX.Y
-  std::string libpython() const;    // lib/libpythonX.Y[m].so.1.0
-  std::string include_dir() const;  // include/pythonX.Y[m]
+// A CPython build the tests run: pyenv's (under /root/.pyenv/versions) or
+// one of Debian's, unpacked by scripts/fetch-test-pythons.sh under
+// /opt/omniprof/test-pythons (or $OMNIPROF_TEST_PYTHONS) with its own C
+// library, started through its launcher there.
+struct PythonBuild {
+  std::string minor;   // "3.11"
+  std::string full;    // pyenv: "3.11.7"; Debian: the build's name ("python3.14": the suite's patch level of the day)
+  std::string debian;  // Debian's build: its name under test-pythons; empty for pyenv's
+  std::string root() const;         // the pyenv version's directory, or Debian's unpacked tree
+  std::string python() const;       // bin/pythonX.Y, or Debian's launcher
+  std::string libpython() const;    // lib/libpythonX.Y[m].so.1.0 (Debian: usr/lib/x86_64-linux-gnu/)
+  std::string include_dir() const;  // include/pythonX.Y[m] (Debian: usr/include/pythonX.Y)
+  // Where else the headers look (Debian: usr/include, for the multiarch
+  // x86_64-linux-gnu/pythonX.Y/pyconfig.h); empty for pyenv's.
+  std::string extra_include_dir() const;
   int major() const;
   int minor_number() const;
 };
 // gtest prints parameters with this.
-void PrintTo(const PyenvVersion& version, std::ostream* out);
+void PrintTo(const PythonBuild& version, std::ostream* out);
 // The parameterized tests' name suffix: "Python311".
-std::string pyenv_test_name(const ::testing::TestParamInfo<PyenvVersion>& info);
+std::string python_build_test_name(const ::testing::TestParamInfo<PythonBuild>& info);
 
 // The pyenv builds the plugin supports, 2.7 to 3.13.
-const std::vector<PyenvVersion>& pyenv_versions();
+const std::vector<PythonBuild>& pyenv_builds();
+// Debian's builds (python3.14 and python3.15 from sid, python3.13 from
+// trixie), then every build: pyenv's and Debian's.
+const std::vector<PythonBuild>& debian_builds();
+const std::vector<PythonBuild>& python_builds();
 
 // Empty if `version` is installed; else the reason, after failing the
 // current test under CI=true (GTEST_SKIP is the caller's: see the macro).
-std::string missing_pyenv(const PyenvVersion& version);
-#define OMNIPROF_REQUIRE_PYENV(version)                                     \
+std::string missing_python_build(const PythonBuild& version);
+#define OMNIPROF_REQUIRE_PYTHON_BUILD(version)                                     \
   do {                                                                      \
-    std::string missing = ::omniprof::python::test::missing_pyenv(version); \
+    std::string missing = ::omniprof::python::test::missing_python_build(version); \
     if (!missing.empty()) GTEST_SKIP() << missing;                          \
   } while (0)
 

@@ -20,11 +20,11 @@ std::string interpreter_version(const std::string& python) {
   return out;
 }
 
-class PythonVersionOfElf : public ::testing::TestWithParam<PyenvVersion> {};
+class PythonVersionOfElf : public ::testing::TestWithParam<PythonBuild> {};
 
 TEST_P(PythonVersionOfElf, LibpythonNamesItsExactVersion) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   auto found = read_python_version(version.libpython());
   ASSERT_TRUE(found) << found.error().message;
   EXPECT_EQ(found->to_string(), version.full);
@@ -33,8 +33,8 @@ TEST_P(PythonVersionOfElf, LibpythonNamesItsExactVersion) {
 }
 
 TEST_P(PythonVersionOfElf, RenamedLibpythonStillNamesItsVersion) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   // No version in the name: the ABI symbols and the one PY_VERSION string decide.
   std::string copy = ::testing::TempDir() + "libpy_renamed_" + version.full + ".so";
   {
@@ -49,8 +49,8 @@ TEST_P(PythonVersionOfElf, RenamedLibpythonStillNamesItsVersion) {
 }
 
 TEST_P(PythonVersionOfElf, ExecutableLinkedToLibpythonIsAClearError) {
-  const PyenvVersion& version = GetParam();
-  OMNIPROF_REQUIRE_PYENV(version);
+  const PythonBuild& version = GetParam();
+  OMNIPROF_REQUIRE_PYTHON_BUILD(version);
   // pyenv's bin/pythonX.Y only imports the C API from libpython.
   auto found = read_python_version(version.python());
   ASSERT_FALSE(found);
@@ -58,8 +58,8 @@ TEST_P(PythonVersionOfElf, ExecutableLinkedToLibpythonIsAClearError) {
       << found.error().message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Pyenv, PythonVersionOfElf, ::testing::ValuesIn(pyenv_versions()),
-                         pyenv_test_name);
+INSTANTIATE_TEST_SUITE_P(Pyenv, PythonVersionOfElf, ::testing::ValuesIn(pyenv_builds()),
+                         python_build_test_name);
 
 // Debian's python3 (python3.11 on Debian 12, which scripts/install-deps.sh
 // installs): libpython linked into the executable, stripped (only .dynsym).
