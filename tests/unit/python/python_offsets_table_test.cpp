@@ -33,12 +33,12 @@ std::string one_entry(const std::string& version, const std::string& drop_key = 
 TEST(PythonOffsetsTable, LoadsEveryShippedVersion) {
   PythonOffsetsTable table = PythonOffsetsTable::parse(shipped_yaml(), "python.yaml");
   for (auto [major, minor] :
-       {std::pair{2, 7}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 11}, {3, 12}, {3, 13}}) {
+       {std::pair{2, 7}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 11}, {3, 12}, {3, 13}, {3, 14}, {3, 15}}) {
     const PythonVersionOffsets* offsets = table.find(major, minor);
     ASSERT_NE(offsets, nullptr) << major << "." << minor;
     EXPECT_EQ(offsets->bpf.version_hex, static_cast<uint32_t>(major << 24 | minor << 16));
   }
-  EXPECT_EQ(table.versions().size(), 9u);
+  EXPECT_EQ(table.versions().size(), 11u);
   const PythonVersionOffsets* v311 = table.find(3, 11);
   EXPECT_EQ(v311->bpf.frame_model, PYTHON_INTERPRETER_FRAME_311);
   EXPECT_EQ(v311->bpf.interp_ceval_gil, PYTHON_OFFSET_NONE);  // -1 in the file
@@ -48,7 +48,7 @@ TEST(PythonOffsetsTable, LoadsEveryShippedVersion) {
 
 TEST(PythonOffsetsTable, UnknownVersionIsNull) {
   PythonOffsetsTable table = PythonOffsetsTable::parse(shipped_yaml(), "python.yaml");
-  EXPECT_EQ(table.find(3, 14), nullptr);
+  EXPECT_EQ(table.find(3, 16), nullptr);
   EXPECT_EQ(table.find(3, 5), nullptr);
 }
 
