@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "unwind/function_ranges.h"
+#include "omniprof/support/cfi/function_ranges.h"
 #include "unwind/unwind_table.h"
 
 namespace {

@@ -21,7 +21,7 @@
 #include <unordered_map>
 
 #include "omniprof/support/result.h"
-#include "unwind/function_ranges.h"
+#include "omniprof/support/cfi/function_ranges.h"
 
 namespace omniprof::native {
 

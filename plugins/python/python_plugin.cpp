@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "python.skel.h"
 #include "python_code_reader.h"
 #include "python_debug_offsets.h"
+#include "python_eval_loop.h"
 #include "python_offsets.h"
 #include "python_offsets_table.h"
 #include "python_version.h"
@@ -131,9 +133,22 @@ std::string read_python_file(const std::string& path, const std::string& name, P
   info.is_python = true;
   info.version = *version;
   info.eval_ranges.push_back({eval->value, eval->value + std::max<uint64_t>(eval->size, 1)});
-  // GCC moves the loop's unlikely paths into a .cold part.
+  // GCC moves the loop's unlikely paths into a .cold part, named in .symtab
+  // only: a stripped build's is found from the loop's branches into it
+  // (python_eval_loop.h).
   if (const auto* cold = symbol(loop + ".cold")) {
     info.eval_ranges.push_back({cold->value, cold->value + std::max<uint64_t>(cold->size, 1)});
+  } else if (eval->size > 0) {
+    std::set<uint64_t> named;
+    auto listed = elf->for_each_symbol(omniprof::SymbolKinds::kFunctions, [&](const omniprof::ElfSymbol& s) {
+      named.insert(s.value);
+      return true;
+    });
+    if (!listed) return listed.error().message;
+    auto parts = py::unnamed_cold_parts(path, eval->value, eval->size,
+                                        [&](uint64_t address) { return named.count(address) > 0; });
+    if (!parts) return name + ": " + parts.error().message;
+    for (const py::CodeRange& part : *parts) info.eval_ranges.push_back({part.begin, part.end});
   }
   if (const auto* s = symbol("_PyRuntime")) info.runtime = s->value;
   if (const auto* s = symbol("interp_head")) info.interp_head = s->value;

@@ -15,7 +15,7 @@
 
 #include "e2e_support.h"
 #include "omniprof/bpf/abi.h"
-#include "unwind/elf_cfi.h"
+#include "omniprof/support/cfi/elf_cfi.h"
 
 namespace omniprof::e2e {
 namespace {

@@ -14,7 +14,7 @@
 #include "omniprof/support/elf_file.h"
 #include "plugins/plugin_host.h"
 #include "symbolize/function_start_cache.h"
-#include "unwind/function_ranges.h"
+#include "omniprof/support/cfi/function_ranges.h"
 
 namespace omniprof {
 namespace {

@@ -40,12 +40,12 @@
 #include <vector>
 
 #include "omniprof/support/elf_file.h"
-#include "unwind/cfa_program.h"
-#include "unwind/dwarf_cfi.h"
-#include "unwind/eh_frame_hdr.h"
-#include "unwind/elf_cfi.h"
-#include "unwind/function_ranges.h"
-#include "unwind/pointer_encoding.h"
+#include "omniprof/support/cfi/cfa_program.h"
+#include "omniprof/support/cfi/dwarf_cfi.h"
+#include "omniprof/support/cfi/eh_frame_hdr.h"
+#include "omniprof/support/cfi/elf_cfi.h"
+#include "omniprof/support/cfi/function_ranges.h"
+#include "omniprof/support/cfi/pointer_encoding.h"
 
 namespace omniprof::unwind {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "unwind/cfa_program.h"
+#include "omniprof/support/cfi/cfa_program.h"
 
 namespace omniprof::unwind {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "omniprof/support/result.h"
-#include "unwind/elf_cfi.h"
+#include "omniprof/support/cfi/elf_cfi.h"
 
 namespace omniprof::unwind {
 

@@ -1,4 +1,4 @@
-#include "unwind/function_ranges.h"
+#include "omniprof/support/cfi/function_ranges.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
-#include "unwind/eh_frame_hdr.h"
+#include "omniprof/support/cfi/eh_frame_hdr.h"
 
 #include <fmt/format.h>
 
-#include "unwind/pointer_encoding.h"
+#include "omniprof/support/cfi/pointer_encoding.h"
 
 namespace omniprof::unwind {
 

@@ -1,4 +1,4 @@
-#include "unwind/cfa_program.h"
+#include "omniprof/support/cfi/cfa_program.h"
 
 #include <array>
 #include <cstring>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "unwind/byte_reader.h"
-#include "unwind/pointer_encoding.h"
+#include "omniprof/support/cfi/byte_reader.h"
+#include "omniprof/support/cfi/pointer_encoding.h"
 
 namespace omniprof::unwind {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "omniprof/support/result.h"
-#include "unwind/dwarf_cfi.h"
+#include "omniprof/support/cfi/dwarf_cfi.h"
 
 namespace omniprof::unwind {
 

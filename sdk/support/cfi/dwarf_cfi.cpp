@@ -1,4 +1,4 @@
-#include "unwind/dwarf_cfi.h"
+#include "omniprof/support/cfi/dwarf_cfi.h"
 
 #include <limits>
 #include <unordered_map>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "unwind/byte_reader.h"
+#include "omniprof/support/cfi/byte_reader.h"
 
 namespace omniprof::unwind {
 

@@ -1,4 +1,4 @@
-#include "unwind/pointer_encoding.h"
+#include "omniprof/support/cfi/pointer_encoding.h"
 
 #include <fmt/format.h>
 

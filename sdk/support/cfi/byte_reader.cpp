@@ -1,4 +1,4 @@
-#include "unwind/byte_reader.h"
+#include "omniprof/support/cfi/byte_reader.h"
 
 namespace omniprof::unwind {
 

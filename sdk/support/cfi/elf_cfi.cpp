@@ -1,4 +1,4 @@
-#include "unwind/elf_cfi.h"
+#include "omniprof/support/cfi/elf_cfi.h"
 
 #include <elf.h>
 
@@ -10,8 +10,8 @@
 
 #include "omniprof/support/debug_file_finder.h"
 #include "omniprof/support/elf_file.h"
-#include "unwind/byte_reader.h"
-#include "unwind/eh_frame_hdr.h"
+#include "omniprof/support/cfi/byte_reader.h"
+#include "omniprof/support/cfi/eh_frame_hdr.h"
 
 namespace omniprof::unwind {
 

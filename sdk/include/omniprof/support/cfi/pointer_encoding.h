@@ -7,7 +7,7 @@
 #include <string>
 
 #include "omniprof/support/result.h"
-#include "unwind/byte_reader.h"
+#include "omniprof/support/cfi/byte_reader.h"
 
 namespace omniprof::unwind {
 

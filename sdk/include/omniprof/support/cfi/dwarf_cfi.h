@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "omniprof/support/result.h"
-#include "unwind/pointer_encoding.h"
+#include "omniprof/support/cfi/pointer_encoding.h"
 
 namespace omniprof::unwind {
 
