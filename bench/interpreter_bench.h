@@ -19,8 +19,13 @@ struct InterpreterRuntime {
 inline std::vector<InterpreterRuntime> interpreter_runtimes() {
   std::vector<InterpreterRuntime> runtimes;
   InterpreterRuntime python{"python", OMNIPROF_WORKLOADS_SOURCE_DIR "/python_recursion.py", {}};
-  for (const char* v : {"2.7.18", "3.10.13", "3.12.1", "3.13.0"}) {
+  for (const char* v : {"2.7.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"}) {
     python.default_interpreters.push_back(std::string("/root/.pyenv/versions/") + v + "/bin/python");
+  }
+  // Debian's sid builds (scripts/fetch-test-pythons.sh): 3.14's tagged
+  // stack references and 3.15.
+  for (const char* name : {"python3.14", "python3.15"}) {
+    python.default_interpreters.push_back(std::string("/opt/omniprof/test-pythons/bin/") + name);
   }
   runtimes.push_back(python);
   runtimes.push_back({"ruby", OMNIPROF_WORKLOADS_SOURCE_DIR "/ruby_recursion.rb", {"/usr/bin/ruby3.1"}});

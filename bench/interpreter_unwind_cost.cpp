@@ -15,7 +15,8 @@
 //
 //   build/bench/interpreter_unwind_cost RUNTIME [SECONDS [INTERPRETER...]]
 //   (root; RUNTIME python or ruby; default 5 s; default interpreters: pyenv's
-//   2.7.18, 3.10.13, 3.12.1, 3.13.0 / Debian's ruby3.1)
+//   2.7.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0 and Debian's python3.14 and
+//   python3.15 / Debian's ruby3.1)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

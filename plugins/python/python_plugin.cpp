@@ -11,6 +11,8 @@
 #include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -88,15 +90,63 @@ class PythonPlugin
                                                         const omniprof_frame_data& frame) {
     return cache_.name_frame(static_cast<uint32_t>(pid), reader(pid), process.offsets, frame.address, frame.detail);
   }
-  void forget_process(int32_t pid) { cache_.drop_pid(static_cast<uint32_t>(pid)); }
+  void forget_process(int32_t pid) {
+    cache_.drop_pid(static_cast<uint32_t>(pid));
+    trusted_logged_.erase(pid);
+  }
   void tick();
 
  private:
   using Files = omniprof::sdk::DescribedFiles<PythonFile>;
 
+  // The newest MAJOR.MINOR python.yaml has ("3.15").
+  std::string newest_known() const {
+    std::pair<int, int> newest{0, 0};
+    for (const auto& entry : offsets_table().versions()) newest = std::max(newest, {entry.major, entry.minor});
+    return std::to_string(newest.first) + "." + std::to_string(newest.second);
+  }
+  bool is_newer_than_known(const py::PythonVersion& version) const {
+    for (const auto& entry : offsets_table().versions()) {
+      if (std::make_pair(entry.major, entry.minor) >= std::make_pair(version.major, version.minor)) return false;
+    }
+    return true;
+  }
+  // The entry of the version the _Py_DebugOffsets at `runtime` (in pid)
+  // declare, if python.yaml has it with debug_* positions; else nullptr and
+  // `why` says what was found.
+  const PythonVersionOffsets* declared_layout(int32_t pid, uint64_t runtime, std::string& why) {
+    why = "newer than " + newest_known();
+    uint8_t head[py::kPyDebugOffsetsVersionAt + 8];
+    if (runtime == 0) {
+      why += ", and no _PyRuntime to read its _Py_DebugOffsets from";
+      return nullptr;
+    }
+    if (!reader(pid)(runtime, head, sizeof head)) {
+      why += ", and its _Py_DebugOffsets cannot be read";
+      return nullptr;
+    }
+    if (std::memcmp(head, "xdebugpy", 8) != 0) {
+      why += ", and _PyRuntime starts with no _Py_DebugOffsets";
+      return nullptr;
+    }
+    uint64_t declared;
+    std::memcpy(&declared, head + py::kPyDebugOffsetsVersionAt, sizeof declared);
+    const int major = static_cast<int>(declared >> 24 & 0xff), minor = static_cast<int>(declared >> 16 & 0xff);
+    const PythonVersionOffsets* entry = offsets_table().find(major, minor);
+    if (!entry || entry->reader.debug_offsets_size <= 0) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%08llx", static_cast<unsigned long long>(declared));
+      why += ", and its _Py_DebugOffsets declare version " + std::to_string(major) + "." + std::to_string(minor) +
+             " (" + hex + "), not a layout this plugin reads";
+      return nullptr;
+    }
+    return entry;
+  }
+
   int code_seen_fd_ = -1;   // every code object the walk met (OMNIPROF_SEEN_MAP)
   int code_fresh_fd_ = -1;  // those met first since the last tick
   py::PythonCodeCache cache_;
+  std::set<int32_t> trusted_logged_;  // pids of newer versions said to be profiled on trust
 };
 
 // The symbols read_file looks for, by name: one pass over the file's symbol
@@ -182,31 +232,55 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
 
   const int32_t pid = process.pid;
   const std::string version = info->version.to_string();
-  const PythonVersionOffsets* shipped = offsets_table().find(info->version.major, info->version.minor);
-  PythonVersionOffsets offsets;
   const uint64_t bias = found->load_bias;
-  if (shipped) offsets = *shipped;
+  const PythonVersionOffsets* shipped = offsets_table().find(info->version.major, info->version.minor);
+  // Newer than every entry (3.16 and on): profiled only with the layout its
+  // own _Py_DebugOffsets declare, when that is one the YAML has (the struct
+  // changes with each minor version, so a declared 3.16 is refused).
+  const bool newer = !shipped && is_newer_than_known(info->version);
+  if (!shipped) {
+    std::string why = "no offsets for " + std::to_string(info->version.major) + "." +
+                      std::to_string(info->version.minor);
+    if (newer) shipped = declared_layout(pid, info->runtime ? *info->runtime + bias : 0, why);
+    if (!shipped) {
+      log_unsupported(process, "CPython " + version + " is not supported (" + why + ")");
+      return OMNIPROF_NOT_MINE;
+    }
+  }
+  PythonVersionOffsets offsets = *shipped;
   // 3.13+: the process says its own layout (_Py_DebugOffsets at the start of
   // _PyRuntime, read with the shipped entry's debug_* positions); the
-  // shipped table is the fallback.
+  // shipped table is the fallback, but not for a newer version.
   bool from_process = false;
-  if (shipped && shipped->reader.debug_offsets_size > 0 && info->runtime) {
+  std::string unusable = "no _PyRuntime";
+  if (shipped->reader.debug_offsets_size > 0 && info->runtime) {
     std::vector<uint8_t> image(static_cast<std::size_t>(
         std::min<int64_t>(shipped->reader.debug_offsets_size, py::kPyDebugOffsetsMaxSize)));
+    unusable = "cannot be read";
     if (reader(pid)(*info->runtime + bias, image.data(), image.size())) {
       auto debug = py::parse_py_debug_offsets(image, *shipped);
       if (debug && py::apply_py_debug_offsets(*debug, offsets)) {
         from_process = true;
       } else if (!debug) {
-        log_.debug("python: pid " + std::to_string(pid) + ": _Py_DebugOffsets unusable (" + debug.error().message +
+        unusable = debug.error().message;
+        log_.debug("python: pid " + std::to_string(pid) + ": _Py_DebugOffsets unusable (" + unusable +
                    "), using the shipped offsets");
       }
     }
   }
-  if (!shipped) {
-    log_unsupported(process, "CPython " + version + " is not supported (no offsets for " +
-                        std::to_string(info->version.major) + "." + std::to_string(info->version.minor) + ")");
-    return OMNIPROF_NOT_MINE;
+  if (newer) {
+    const std::string layout = std::to_string(shipped->major) + "." + std::to_string(shipped->minor);
+    if (!from_process) {
+      log_unsupported(process, "CPython " + version + " is not supported (newer than " + newest_known() +
+                                   ", and its _Py_DebugOffsets, declared " + layout + "'s, are unusable: " +
+                                   unusable + ")");
+      return OMNIPROF_NOT_MINE;
+    }
+    if (trusted_logged_.insert(pid).second) {
+      log_.info("python: pid " + std::to_string(pid) + " (" + (process.comm ? process.comm : "?") + "): CPython " +
+                version + " is newer than the newest this plugin knows (" + newest_known() +
+                "); profiled with the offsets its _Py_DebugOffsets give, trusted as " + layout + "'s layout");
+    }
   }
 
   // Where the walk starts and how it reads the GIL.
