@@ -1,11 +1,11 @@
 #include "python_eval_loop.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "omniprof/support/cfi/cfa_program.h"
 #include "omniprof/support/cfi/elf_cfi.h"
-#include "omniprof/support/elf_file.h"
 
 namespace omniprof::python {
 
@@ -50,11 +50,9 @@ Result<bool> starts_like_a_function(unwind::CfaProgramRunner& runner, const unwi
 
 }  // namespace
 
-Result<std::vector<CodeRange>> unnamed_cold_parts(const std::string& path, uint64_t start, uint64_t size,
-                                                 const std::function<bool(uint64_t)>& named) {
-  auto elf = ElfFile::open(path);
-  if (!elf) return elf.error();
-  auto code = elf->read_at_vaddr(start, size);
+Result<std::vector<CodeRange>> unnamed_cold_parts(const ElfFile& elf, const std::string& path, uint64_t start,
+                                                 uint64_t size, const std::function<bool(uint64_t)>& named) {
+  auto code = elf.read_at_vaddr(start, size);
   if (!code) return code.error();
   std::set<uint64_t> targets = branch_targets(*code, start);
   for (auto it = targets.begin(); it != targets.end();) it = named(*it) ? targets.erase(it) : std::next(it);

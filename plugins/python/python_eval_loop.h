@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "omniprof/support/elf_file.h"
 #include "omniprof/support/result.h"
 
 namespace omniprof::python {
@@ -30,11 +31,11 @@ struct CodeRange {
   bool operator==(const CodeRange&) const = default;
 };
 
-// The cold parts of the function at [start, start + size) of the ELF file at
-// `path` that `named(address)` (a symbol starts there) does not name, found
-// from its branches and the file's call-frame information. Empty when it
-// has none; an error when the file or its CFI cannot be read.
-Result<std::vector<CodeRange>> unnamed_cold_parts(const std::string& path, uint64_t start, uint64_t size,
-                                                 const std::function<bool(uint64_t)>& named);
+// The cold parts of the function at [start, start + size) of `elf` (the
+// file at `path`) that `named(address)` (a symbol starts there) does not
+// name, found from its branches and the file's call-frame information.
+// Empty when it has none; an error when the code or the CFI cannot be read.
+Result<std::vector<CodeRange>> unnamed_cold_parts(const ElfFile& elf, const std::string& path, uint64_t start,
+                                                 uint64_t size, const std::function<bool(uint64_t)>& named);
 
 }  // namespace omniprof::python

@@ -8,6 +8,7 @@
 // (plugin.h), so nothing here takes a lock of its own beyond what the
 // reader's cache does.
 #include <bpf/bpf.h>
+#include <elf.h>
 #include <omniprof/interpreter_plugin.hpp>
 
 #include <algorithm>
@@ -99,17 +100,18 @@ class PythonPlugin
  private:
   using Files = omniprof::sdk::DescribedFiles<PythonFile>;
 
-  // The newest MAJOR.MINOR python.yaml has ("3.15").
-  std::string newest_known() const {
+  // The newest MAJOR.MINOR python.yaml has ({3, 15}).
+  std::pair<int, int> newest_known_version() const {
     std::pair<int, int> newest{0, 0};
     for (const auto& entry : offsets_table().versions()) newest = std::max(newest, {entry.major, entry.minor});
-    return std::to_string(newest.first) + "." + std::to_string(newest.second);
+    return newest;
+  }
+  std::string newest_known() const {
+    const auto [major, minor] = newest_known_version();
+    return std::to_string(major) + "." + std::to_string(minor);
   }
   bool is_newer_than_known(const py::PythonVersion& version) const {
-    for (const auto& entry : offsets_table().versions()) {
-      if (std::make_pair(entry.major, entry.minor) >= std::make_pair(version.major, version.minor)) return false;
-    }
-    return true;
+    return std::make_pair(version.major, version.minor) > newest_known_version();
   }
   // The entry of the version the _Py_DebugOffsets at `runtime` (in pid)
   // declare, if python.yaml has it with debug_* positions; else nullptr and
@@ -162,10 +164,12 @@ std::string read_python_file(const std::string& path, const std::string& name, P
   auto elf = omniprof::ElfFile::open(path);
   if (!elf) return elf.error().message;
   std::map<std::string, omniprof::ElfSymbol, std::less<>> found;
+  std::vector<uint64_t> function_starts;  // for a stripped loop's unnamed cold part, below
   auto visited = elf->for_each_symbol(omniprof::SymbolKinds::kFunctionsAndObjects, [&](const omniprof::ElfSymbol& s) {
     for (const char* wanted : kWantedSymbols) {
       if (s.name == wanted) found.try_emplace(s.name, s);  // the first (.symtab or .dynsym) wins
     }
+    if (s.type == STT_FUNC || s.type == STT_GNU_IFUNC) function_starts.push_back(s.value);
     return true;
   });
   if (!visited) return visited.error().message;
@@ -189,14 +193,10 @@ std::string read_python_file(const std::string& path, const std::string& name, P
   if (const auto* cold = symbol(loop + ".cold")) {
     info.eval_ranges.push_back({cold->value, cold->value + std::max<uint64_t>(cold->size, 1)});
   } else if (eval->size > 0) {
-    std::set<uint64_t> named;
-    auto listed = elf->for_each_symbol(omniprof::SymbolKinds::kFunctions, [&](const omniprof::ElfSymbol& s) {
-      named.insert(s.value);
-      return true;
+    std::sort(function_starts.begin(), function_starts.end());
+    auto parts = py::unnamed_cold_parts(*elf, path, eval->value, eval->size, [&](uint64_t address) {
+      return std::binary_search(function_starts.begin(), function_starts.end(), address);
     });
-    if (!listed) return listed.error().message;
-    auto parts = py::unnamed_cold_parts(path, eval->value, eval->size,
-                                        [&](uint64_t address) { return named.count(address) > 0; });
     if (!parts) return name + ": " + parts.error().message;
     for (const py::CodeRange& part : *parts) info.eval_ranges.push_back({part.begin, part.end});
   }
@@ -261,7 +261,9 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
       auto debug = py::parse_py_debug_offsets(image, *shipped);
       if (debug && py::apply_py_debug_offsets(*debug, offsets)) {
         from_process = true;
-      } else if (!debug) {
+      } else if (debug) {
+        unusable = "an offset does not fit its field";
+      } else {
         unusable = debug.error().message;
         log_.debug("python: pid " + std::to_string(pid) + ": _Py_DebugOffsets unusable (" + unusable +
                    "), using the shipped offsets");

@@ -67,7 +67,9 @@ TEST_P(EvalLoopNamedBuild, LeavesNoPartUnnamed) {
   const char* loop = build.major() == 2 ? "PyEval_EvalFrameEx" : "_PyEval_EvalFrameDefault";
   auto hot = symbols.by_name.find(loop);
   ASSERT_NE(hot, symbols.by_name.end()) << file << " has no " << loop;
-  auto parts = unnamed_cold_parts(file, hot->second.value, hot->second.size,
+  auto elf = ElfFile::open(file);
+  ASSERT_TRUE(elf) << elf.error().message;
+  auto parts = unnamed_cold_parts(*elf, file, hot->second.value, hot->second.size,
                                   [&](uint64_t a) { return symbols.starts.count(a) > 0; });
   ASSERT_TRUE(parts) << parts.error().message;
   EXPECT_TRUE(parts->empty()) << parts->size() << " unnamed parts, the first at 0x" << std::hex
@@ -90,7 +92,9 @@ TEST_P(EvalLoopColdPart, StrippedBuildsPartIsWhereItsHotPartBranches) {
   ASSERT_NE(hot, symbols.by_name.end()) << file;
   const uint64_t start = hot->second.value, end = start + hot->second.size;
 
-  auto parts = unnamed_cold_parts(file, start, hot->second.size,
+  auto elf = ElfFile::open(file);
+  ASSERT_TRUE(elf) << elf.error().message;
+  auto parts = unnamed_cold_parts(*elf, file, start, hot->second.size,
                                   [&](uint64_t a) { return symbols.starts.count(a) > 0; });
   ASSERT_TRUE(parts) << parts.error().message;
   // Each of Debian's builds has one (3.14's holds the opcode bodies).
