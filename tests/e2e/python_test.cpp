@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +91,13 @@ constexpr const char* kRecordHz = "199";
 
 Recording make_recording(const Interpreter& python) {
   Recording r;
+  // Where an emulated guest's minute goes, printed as each step ends.
+  const auto began = std::chrono::steady_clock::now();
+  auto step = [&](const char* what) {
+    std::printf("%s: %s after %.1f s\n", python.name.c_str(), what,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    std::fflush(stdout);
+  };
   const std::string dir = temp_dir("python-" + python.name);
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
@@ -125,6 +133,7 @@ Recording make_recording(const Interpreter& python) {
     r.failure = "python_cext.py wrote no " + cext_ready;
     return r;
   }
+  step("workloads ready");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   std::vector<std::string> args = {"-d", kRecordSeconds, "-F", kRecordHz};
@@ -138,6 +147,7 @@ Recording make_recording(const Interpreter& python) {
     r.failure = "omniprof record never started recording: " + record.output();
     return r;
   }
+  step("omniprof recording");
   // It burns CPU for kExitingSeconds from now and exits, seconds before the
   // recording ends.
   exits.signal(SIGUSR1);
@@ -145,6 +155,7 @@ Recording make_recording(const Interpreter& python) {
   shares.signal(SIGUSR1);
   if (record.wait_until_sampling_stopped()) shares.signal(SIGUSR2);
   const int record_status = record.wait();
+  step("omniprof exited");
   r.record_output = record.output();
   r.exits_status_at_record_end = exits.poll();
   shares.signal(SIGTERM);
@@ -156,6 +167,7 @@ Recording make_recording(const Interpreter& python) {
     r.failure = "python_shares.py wrote no " + shares_out;
     return r;
   }
+  step("python_shares.py's figures written");
   std::istringstream hot(slurp(shares_out));
   HotFunction h;
   while (hot >> h.name >> h.first_line >> h.last_line >> h.cpu_microseconds) r.hot.push_back(h);
@@ -174,6 +186,7 @@ Recording make_recording(const Interpreter& python) {
   std::string error;
   r.samples = read_samples(kept_profile, &error);
   if (r.samples.empty()) r.failure = error;
+  step("profile read");
   return r;
 }
 
@@ -447,6 +460,8 @@ TEST_P(PythonProfileTest, ProcessExitingWithinTheRoundKeepsItsFunctionNames) {
   }
   std::string seen;
   for (const auto& [leaf, count] : leaves) seen += " " + leaf + "=" + std::to_string(count);
+  std::printf("python_exits.py: %lld named, %lld not, by leaf:%s\n", static_cast<long long>(named),
+              static_cast<long long>(unknown), seen.c_str());
   ASSERT_GE(named + unknown, 50) << "too few samples of the exiting process to judge: " << all
                                  << " samples of pid " << r.exits << ", by leaf:" << seen << "\n"
                                  << r.record_output;
@@ -466,6 +481,8 @@ TEST_P(PythonProfileTest, PlainCProgramBesideThemIsNotClaimed) {
       if (counterexample.empty()) counterexample = s.text();
     }
   }
+  std::printf("chain beside the Python processes: %lld of %lld samples claimed as Python\n",
+              static_cast<long long>(claimed), static_cast<long long>(total));
   ASSERT_GE(total, 50) << r.record_output;
   EXPECT_EQ(claimed, 0) << counterexample;
   EXPECT_EQ(r.record_output.find("python: pid " + std::to_string(r.native)), std::string::npos) << r.record_output;
@@ -481,6 +498,7 @@ TEST_P(PythonProfileTest, HotLoopIsItsFunctionsSelfTimeInPprofTop) {
   OMNIPROF_PYTHON_RECORDING(r);
   std::string output;
   const double share = flat_share_in_top(r.folded_profile, r.folding, "burn", &output);
+  std::printf("burn: %.1f%% of python_folding.py's flat time in go tool pprof -top\n", share);
   EXPECT_GE(share, 80.0) << "burn has " << share << "% of python_folding.py's flat time in go tool pprof -top:\n"
                          << output;
   // The view is named in the profile.
@@ -498,6 +516,7 @@ TEST_P(PythonProfileTest, InterpreterNamesAppearVerbatimInPprofTraces) {
   ASSERT_FALSE(traces.empty()) << error;
   std::set<std::string> seen;
   for (const auto& t : traces) seen.insert(t.frames.begin(), t.frames.end());
+  std::printf("python_folding.py names: %zu traces of pid %d\n", traces.size(), static_cast<int>(r.names));
   for (const std::string& name : r.folding_names) {
     if (name == "record_names") continue;
     EXPECT_EQ(seen.count(name), 1u) << "'" << name << "' (as the interpreter names it) is not in go tool pprof -traces";
@@ -509,7 +528,12 @@ TEST_P(PythonProfileTest, InterpreterNamesAppearVerbatimInPprofTraces) {
 
 // Folding keeps what is not the interpreter's: a Python function hashing or
 // compressing has OpenSSL's or the hash module's, and libz's, frames as the
-// leaf, not itself.
+// leaf, not itself. Not all of them: where the zlib module is compiled into
+// the interpreter (Debian's builds), its glue (argument parsing, the
+// PyMem allocator libz is handed, output buffers) is the interpreter's own
+// code and folds into compress_work: 2% of its samples on the host, 4-8% in
+// the emulated guests (one CI run of 6.12 went below 90%). A folding that
+// ate libz's or OpenSSL's frames would leave next to none.
 TEST_P(PythonProfileTest, CExtensionFramesStayTheLeafWhenInternalsAreFolded) {
   OMNIPROF_PYTHON_RECORDING(r);
   std::string error;
@@ -529,8 +553,12 @@ TEST_P(PythonProfileTest, CExtensionFramesStayTheLeafWhenInternalsAreFolded) {
     }
   }
   for (const char* work : {"digest_work", "compress_work"}) {
+    std::printf("%s: %lld of %lld samples with a native leaf\n", work, static_cast<long long>(native_leaf[work]),
+                static_cast<long long>(in[work]));
+  }
+  for (const char* work : {"digest_work", "compress_work"}) {
     ASSERT_GE(in[work], 20) << "too few samples in " << work << " to judge\n" << r.record_output;
-    EXPECT_GE(native_leaf[work] * 100, in[work] * 90)
+    EXPECT_GE(native_leaf[work] * 100, in[work] * 85)
         << native_leaf[work] << " of " << in[work] << " samples in " << work
         << " have a native frame (the extension's, its library's) as the leaf; one that does not: "
         << counterexample[work];
