@@ -11,6 +11,7 @@
 #include <fstream>
 #include <filesystem>
 #include <regex>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -452,10 +453,48 @@ ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<
   return count;
 }
 
+namespace {
+
+// The directories temp_dir made, removed at the end of a run that passed:
+// thousands of recordings' profiles piled up in /tmp over repeated runs.
+class TempDirs : public ::testing::Environment {
+ public:
+  void add(std::string dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(std::move(dir));
+  }
+  void TearDown() override {
+    const char* keep = std::getenv("OMNIPROF_KEEP_TEST_DIRS");
+    if ((keep && *keep && std::string(keep) != "0") || !::testing::UnitTest::GetInstance()->Passed()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& dir : dirs_) {
+      std::error_code ignored;  // a directory a test removed itself, or one still busy: left
+      std::filesystem::remove_all(dir, ignored);
+    }
+    dirs_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> dirs_;
+};
+
+TempDirs& temp_dirs() {
+  // gtest owns and deletes the environment.
+  static TempDirs* dirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+  return *dirs;
+}
+// Registered before RUN_ALL_TESTS, as gtest wants its environments.
+[[maybe_unused]] const bool temp_dirs_registered = (temp_dirs(), true);
+
+}  // namespace
+
 std::string temp_dir(const std::string& prefix) {
   std::string tmpl = "/tmp/omniprof-e2e-" + prefix + "-XXXXXX";
   char* dir = mkdtemp(tmpl.data());
-  return dir ? std::string(dir) : std::string("/tmp");
+  if (!dir) return std::string("/tmp");
+  temp_dirs().add(dir);
+  return std::string(dir);
 }
 
 std::string workload(const std::string& name) { return std::string(OMNIPROF_WORKLOADS_DIR) + "/" + name; }

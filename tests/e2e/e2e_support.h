@@ -163,6 +163,9 @@ struct ChainCount {
 };
 ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<std::string>& chain);
 
+// A new directory /tmp/omniprof-e2e-PREFIX-XXXXXX. The test binary removes
+// the ones it made when it ends with every test passed; a failed run keeps
+// them (profiles, logs) to look at, as does OMNIPROF_KEEP_TEST_DIRS=1.
 std::string temp_dir(const std::string& prefix);
 std::string workload(const std::string& name);
 
