@@ -268,16 +268,21 @@ prepare_kernel() {
 # - The unit suites (UnitSuite.*, one entry per unit test binary) run in the
 #   6.1 generic guest only: they test user-space code, and the BPF they load
 #   is loaded again by the e2e entries every guest runs.
-# - The Python e2e entries of one interpreter per path the BPF walk takes:
-#   2.7 (frame objects, the old GIL), 3.10 (frame objects, 3.7's GIL),
-#   3.11 (its interpreter frames), 3.13 (3.12's and 3.13's frames and GIL,
-#   owners from 3), Debian's 3.14 (the same with tagged stack references).
-#   Not 3.6 to 3.9 and 3.12, which walk the path of 3.10 or 3.13 with other
-#   offsets (data from user space, not kernel behaviour), nor Debian's
-#   stripped 3.11, 3.13 and 3.15, which walk 3.11's, 3.13's and 3.14's
-#   (finding their symbols and loop without a symbol table is user space);
-#   nor the newer-than-known version's refusal or trust (user space over
-#   3.15's walk).
+# - Of pyenv's builds, the Python e2e entries of one interpreter per path the
+#   BPF walk takes: 2.7 (frame objects, the old GIL), 3.10 (frame objects,
+#   3.7's GIL), 3.11 (its interpreter frames), 3.13 (3.12's and 3.13's frames
+#   and GIL, owners from 3). Not 3.6 to 3.9 and 3.12, which walk the path of
+#   3.10 or 3.13 with other offsets (data from user space, not kernel
+#   behaviour), nor Debian 12's stripped 3.11 (3.11's path). Debian's builds
+#   of the newest (Debian 13's 3.13, sid's 3.14 and 3.15: tagged stack
+#   references, their loop's unnamed cold part) run in every guest, and so
+#   does each build's libpython linked into a C program. The dlopen()ed
+#   libpython runs in the guests on pyenv's 3.12 only: what it asks of the
+#   kernel (a new mapping met by the walk, the maps read again) is the same
+#   for every build. Not a version without offsets (a YAML entry taken out:
+#   user space over the native walk every guest test makes), nor the
+#   newer-than-known version's refusal or trust (user space over 3.15's
+#   walk).
 # - The short-lived Python scripts: what they ask of the kernel (process
 #   records, the ring buffer that asks for a tick) is the same on every
 #   version from 5.8 and is tested in every guest by the C program's
@@ -289,7 +294,9 @@ prepare_kernel() {
 guest_exclude() {
   local kernel=$1 exclude=()
   [ "$kernel" = 6.1 ] || exclude+=('^UnitSuite\.')
-  exclude+=('^PythonProfileTest\.(cpython_3_([6-9]|12)|debian_python3_11_stripped|debian13_python3_13|debian_python3_15)$')
+  exclude+=('^PythonProfileTest\.(cpython_3_([6-9]|12)|debian_python3_11_stripped)$')
+  exclude+=('^Libpythons/PythonEmbeddedTest\.LibpythonDlopenedAfterDescriptionIsFoundOnRefresh/debian')
+  exclude+=('^PythonEmbeddedUnsupportedTest\.')
   exclude+=('^Interpreters/ShortLivedPythonTest\.' '^PythonNewerVersionTest\.')
   exclude+=('^ExportTest\.' '^RunTest\.RoundsSurviveTheirDirectoryRemovedOrUnwritable$')
   local IFS='|'

@@ -1,4 +1,5 @@
-/* Workload for end-to-end tests: a C program that dlopen()s libpython3.12
+/* Workload for end-to-end tests: a C program that dlopen()s libpython (as
+ * embed_linked.c, one per build)
  * late, once the profiler has described it, then runs the script of
  * embed_python.h through Py_Initialize/PyRun_SimpleString found with dlsym.
  * argv[1]: seconds of Python; argv[2] (optional): a file to wait for before

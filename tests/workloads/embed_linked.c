@@ -1,4 +1,5 @@
-/* Workload for end-to-end tests: a C program linked with libpython3.12 that
+/* Workload for end-to-end tests: a C program linked with libpython (pyenv's
+ * 3.12, or a Debian build: tests/workloads/CMakeLists.txt) that
  * runs a Python script (embed_python.h) burning CPU in embedded_hot under
  * embedded_caller for argv[1] seconds. The python plugin must find the
  * interpreter in the libpython this program maps (no python executable). */

@@ -32,7 +32,7 @@ static inline int embed_run(struct embedded_python python, double seconds) {
            "        embedded_hot(200000)\n"
            "embedded_caller(%f)\n",
            seconds);
-  /* The pyenv build embedded (PYTHON_HOME, from CMake): its libpython finds
+  /* The build embedded (PYTHON_HOME, from CMake): its libpython finds
    * its standard library there, not next to this program. */
   setenv("PYTHONHOME", PYTHON_HOME, 1);
   python.initialize();
