@@ -404,6 +404,14 @@ count_results() {
   echo "$passed $failed $skipped"
 }
 
+# gtest's failure reports in a guest's console: each "FILE:LINE: Failure"
+# line and the two after it (the expectation and its message), every line cut
+# at 400 characters, 60 lines at most.
+failure_lines() {
+  awk '/: Failure$/ { left = 3 } left > 0 { print "kernel-matrix:   " substr($0, 1, 400); left--; shown++ }
+       shown >= 60 { exit }' "$1"
+}
+
 update_apt_lists
 packages=()
 for kernel in "${kernels[@]}"; do packages+=("$(resolve_package "$kernel")"); done
@@ -445,6 +453,12 @@ done
 for release in "${releases[@]}"; do
   [ ! -s "$BUILD_DIR/kernel-matrix/$release/not-passed" ] ||
     sed 's/^/kernel-matrix:   /' "$BUILD_DIR/kernel-matrix/$release/not-passed"
+done
+# What each failed test said, here at the end: CI shows a run's last lines,
+# and a failure's own words were lost in the middle of a guest's console.
+for release in "${releases[@]}"; do
+  grep -q '^FAILED' "$BUILD_DIR/kernel-matrix/$release/not-passed" 2>/dev/null || continue
+  failure_lines "$BUILD_DIR/kernel-matrix/$release/console.log"
 done
 [ "$overall" -eq 0 ] && [ "$FAILED" -eq 0 ] || overall=1
 echo "kernel-matrix: $PASSED passed, $FAILED failed, $SKIPPED skipped"
