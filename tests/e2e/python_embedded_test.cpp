@@ -2,9 +2,9 @@
 // the program links libpython (embed_linked) or dlopen()s it after omniprof
 // has described it (embed_dlopen: the host must notice the new mapping and
 // ask the plugins again), on pyenv's 3.12 and on Debian's own 3.13, 3.14 and
-// 3.15 (their evaluation loop's opcode bodies in a cold part no symbol
-// names), and says once, by version and pid, when it meets a CPython it has
-// no offsets for while the native frames still come through.
+// 3.15 (run by their own C library), and says once, by version and pid, when
+// it meets a CPython it has no offsets for while the native frames still come
+// through.
 #include <unistd.h>
 
 #include <algorithm>
