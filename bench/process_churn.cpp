@@ -30,8 +30,11 @@
 //           omniprof_native_walk_done (an interpreter walk after it ends
 //           with reason 0 and keeps it, unless it runs out of tail calls),
 //           or, for a sample with no user stack to walk,
-//           kernel_thread_samples or user_regs_errors. So this is also
-//           samples_recorded minus those two (printed as a check).
+//           kernel_thread_samples, user_memory_gone_samples (a process past
+//           exit_mm, or in execve between the new image's mm replacing the
+//           old and the new image starting: printed on its own row) or
+//           user_regs_errors. So this is also samples_recorded minus those
+//           three (printed as a check).
 //   walks ending at the outermost frame  native.stop_outermost as a % of
 //           the user-space walks (goal >= 95%), and as a % of
 //           samples_recorded (kernel threads included; the issue first
@@ -331,7 +334,9 @@ Measured measure_record(const std::string& name, const std::string& omniprof, in
     if (counter.rfind("native.stop_", 0) == 0) walks += value;
   }
   f["walks"] = walks;
-  f["walks check"] = get(c, "samples_recorded") - get(c, "kernel_thread_samples") - get(c, "user_regs_errors");
+  f["walks check"] = get(c, "samples_recorded") - get(c, "kernel_thread_samples") -
+                     get(c, "user_memory_gone_samples") - get(c, "user_regs_errors");
+  f["memory gone"] = get(c, "user_memory_gone_samples");
   f["outermost"] = get(c, "native.stop_outermost");
   f["outermost % walks"] = percent(f["outermost"], walks);
   f["outermost % recorded"] = percent(f["outermost"], f["recorded"]);
@@ -361,7 +366,7 @@ Measured measure_perf(int seconds) {
   }
   unlink(kPerfData);
   Column& f = m.figures;
-  for (const char* key : {"recorded", "walks", "walks check", "outermost", "outermost % walks",
+  for (const char* key : {"recorded", "walks", "walks check", "memory gone", "outermost", "outermost % walks",
                           "outermost % recorded", "unknown", "unknown %"}) {
     f[key] = NAN;
   }
@@ -447,8 +452,9 @@ int main(int argc, char** argv) {
   print_row("record start-up, s (to the clock's start)", columns, "startup s", "%.1f");
   print_row("samples in profile (perf: pid != 0)", columns, "profile samples", "%.0f");
   print_row("samples recorded, BPF (start-up included)", columns, "recorded", "%.0f");
+  print_row("no user memory (exiting, or exec past the old mm)", columns, "memory gone", "%.0f");
   print_row("user-space walks (native.stop_* + tail limit)", columns, "walks", "%.0f");
-  print_row("  check: recorded - kernel threads - regs err", columns, "walks check", "%.0f");
+  print_row("  check: recorded - kernel thr. - no mem - regs err", columns, "walks check", "%.0f");
   print_row("walks ending at the outermost frame", columns, "outermost", "%.0f");
   print_row("  % of user-space walks", columns, "outermost % walks", "%.1f%%", "  goal >= 95%");
   print_row("  % of samples recorded", columns, "outermost % recorded", "%.1f%%");

@@ -147,6 +147,19 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
     omniprof_stop_walk(ctx, state, OMNIPROF_STAT_KERNEL_THREAD);
     return 0;
   }
+  /* No user memory to walk either: a process past exit_mm (mm NULL), or in
+   * execve after the new image's mm replaced the old one and before
+   * load_elf_binary sets end_code, just ahead of the new image's first
+   * instruction (mm_alloc zeroes it; the stack's fields are set earlier,
+   * before the image is mapped). The registers saved at the system
+   * call are the old image's, in an address space that no longer exists:
+   * walked, they would stop at once or, named against the new image's
+   * mappings, give frames that never ran. */
+  struct mm_struct *mm = BPF_CORE_READ(task, mm);
+  if (!mm || !BPF_CORE_READ(mm, end_code)) {
+    omniprof_stop_walk(ctx, state, OMNIPROF_STAT_USER_MEMORY_GONE);
+    return 0;
+  }
 
   struct pt_regs regs;
   if (omniprof_regs_user_mode(&ctx->regs)) {

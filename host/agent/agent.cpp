@@ -51,6 +51,7 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "interpreter_marks_full",
     "interpreter_frames_truncated",
     "sample_times_lost",
+    "user_memory_gone_samples",
 };
 
 // How many executables' descriptors OpenExecutables may hold: the soft
@@ -498,6 +499,8 @@ std::vector<StatLine> Agent::stats() const {
            {"host.executable_permanent_failures", es.permanent_failures},
            {"host.executable_partial_loads", es.partial_loads},
            {"host.executables_unloaded", es.unloaded},
+           {"host.executables_kept_unmapped", es.kept_unmapped},
+           {"host.executables_reused", es.reused},
            {"host.executables_evicted", es.evicted},
            {"host.frames_symbolized", as.frames},
            {"host.frames_unnamed", as.unnamed_frames},

@@ -60,6 +60,20 @@ void PluginExecutableLoader::clear_building(uint64_t file_id) {
 
 bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
   apply_sampled_locked();
+  // First what no process maps: it costs nobody a walk.
+  Entry* unmapped = nullptr;
+  uint64_t unmapped_id = 0;
+  for (auto& [id, e] : entries_) {
+    if (id == for_file_id || !kept_unmapped(e)) continue;
+    if (!unmapped || e.unmapped_since < unmapped->unmapped_since) {
+      unmapped = &e;
+      unmapped_id = id;
+    }
+  }
+  if (unmapped) {
+    unload_unmapped_locked(unmapped_id, *unmapped, "to make room");
+    return true;
+  }
   Entry* oldest = nullptr;
   uint64_t oldest_id = 0;
   for (auto& [id, e] : entries_) {
@@ -79,6 +93,29 @@ bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point no
              oldest->name, oldest_id,
              std::chrono::duration_cast<std::chrono::seconds>(now - oldest->last_sampled).count());
   return true;
+}
+
+static_assert(ExecutableInfoManager::kKeepUnmapped == std::chrono::seconds(60), "the log line below says 60 s");
+
+void ExecutableInfoManager::unload_unmapped_locked(uint64_t file_id, Entry& entry, const char* why) {
+  loader_.unload(file_id);
+  entry.loaded = false;
+  entry.keep_alive.reset();
+  stats_.loaded--;
+  stats_.unloaded++;
+  stats_.kept_unmapped--;
+  {
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    settled_.erase(file_id);
+  }
+  log().debug("unloaded {} ({:#x}): no process maps it, {}", entry.name, file_id, why);
+}
+
+void ExecutableInfoManager::erase_unreferenced_locked() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const Entry& e = it->second;
+    it = e.references == 0 && !e.loaded && !e.first_load_pending ? entries_.erase(it) : std::next(it);
+  }
 }
 
 bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_point now) {
@@ -128,6 +165,14 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
 
 bool ExecutableInfoManager::add_ref_locked(const Reference& reference) {
   Entry& entry = entries_[reference.file_id];
+  if (kept_unmapped(entry)) {  // mapped again while kept: nothing to load
+    entry.references = 1;
+    stats_.kept_unmapped--;
+    stats_.reused++;
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    referenced_.insert(reference.file_id);
+    return false;
+  }
   const bool first = entry.references++ == 0;
   if (!first && entry.loaded) return false;  // fast path: already known
   // A deferred entry retries from the newest path: the one it had may have
@@ -171,24 +216,39 @@ void ExecutableInfoManager::load_referenced(const std::vector<uint64_t>& file_id
   }
 }
 
-bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id) {
+bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(file_id);
   if (it == entries_.end() || it->second.references == 0) return false;
   if (--it->second.references > 0) return false;
-  const bool unloaded = it->second.loaded;
-  loader_.unload(file_id);  // loaded or not: a description may be kept
-  if (unloaded) {
-    stats_.loaded--;
-    stats_.unloaded++;
+  Entry& entry = it->second;
+  {
+    std::lock_guard<std::mutex> status_lock(status_mutex_);
+    referenced_.erase(file_id);
   }
+  if (entry.loaded) {  // kept for the next process that maps it
+    entry.unmapped_since = now;
+    if (++stats_.kept_unmapped > kMaxKeptUnmapped) {
+      uint64_t oldest_id = 0;
+      Entry* oldest = nullptr;
+      for (auto& [id, e] : entries_) {
+        if (kept_unmapped(e) && (!oldest || e.unmapped_since < oldest->unmapped_since)) {
+          oldest = &e;
+          oldest_id = id;
+        }
+      }
+      unload_unmapped_locked(oldest_id, *oldest, "more than the kept limit");
+      erase_unreferenced_locked();
+    }
+    return true;
+  }
+  loader_.unload(file_id);  // never loaded, or evicted: a description may be kept
   // A first load that never ran leaves no placeholder behind.
-  if (it->second.first_load_pending) loader_.clear_building(file_id);
+  if (entry.first_load_pending) loader_.clear_building(file_id);
   entries_.erase(it);
   std::lock_guard<std::mutex> status_lock(status_mutex_);
   settled_.erase(file_id);
-  referenced_.erase(file_id);
-  return unloaded;
+  return false;
 }
 
 void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
@@ -199,8 +259,22 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   if (!lock.owns_lock()) return;
   apply_sampled_locked();
   for (auto& [file_id, entry] : entries_) {
+    if (kept_unmapped(entry) && now - entry.unmapped_since >= kKeepUnmapped) {
+      unload_unmapped_locked(file_id, entry, "kept 60 s for another process to map it");
+    }
+  }
+  erase_unreferenced_locked();
+  for (auto& [file_id, entry] : entries_) {
     if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
   }
+}
+
+void ExecutableInfoManager::unload_unmapped() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [file_id, entry] : entries_) {
+    if (kept_unmapped(entry)) unload_unmapped_locked(file_id, entry, "the agent stops");
+  }
+  erase_unreferenced_locked();
 }
 
 void ExecutableInfoManager::mark_sampled(uint64_t file_id, Clock::time_point now) {

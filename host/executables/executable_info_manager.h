@@ -1,7 +1,13 @@
 // ExecutableInfoManager: one entry per executable file (by FileID), however
 // many processes map it, with a reference count per file. The first
 // reference asks every plugin that keeps per-executable data (the native
-// plugin's unwind table) to load it; the last one going away unloads it. A
+// plugin's unwind table) to load it. When the last one goes, a loaded file
+// is kept for kKeepUnmapped (at most kMaxKeptUnmapped such files, the
+// longest unmapped unloaded first; they are the first to make room when a
+// map is full): a machine that runs the same short programs over and over
+// (shell loops, CI jobs, cron) maps `/usr/bin/env` again milliseconds after
+// its last process exited, and would otherwise rebuild its table each time,
+// its first samples walking without it meanwhile. A
 // file that cannot be loaded now (deleted, its container gone, maps full)
 // is deferred and retried later with backoff, not lost and not retried in a
 // busy loop. A file that can never be loaded (OMNIPROF_ERR_TOO_LARGE: its
@@ -79,6 +85,8 @@ struct ExecutableStats {
   uint64_t no_space = 0;    // loads refused because a map was full
   uint64_t unloaded = 0;
   uint64_t evicted = 0;     // unloaded to make room although still mapped
+  uint64_t kept_unmapped = 0;  // loaded files no process maps now, kept for the next one (a gauge)
+  uint64_t reused = 0;      // mappings of a kept file: no load needed
   uint64_t permanent_failures = 0;  // files that can never be loaded (OMNIPROF_ERR_TOO_LARGE): not retried
   uint64_t partial_loads = 0;       // loads a plugin reported parts left out of (malformed FDEs)
 };
@@ -113,11 +121,15 @@ class ExecutableInfoManager {
   // Loads the files add_refs returned (those not loaded since).
   void load_referenced(const std::vector<uint64_t>& file_ids);
   // A process that mapped `file_id` is gone or replaced its mappings. True
-  // when that was its last reference and its loaded table was unloaded.
-  bool remove_or_dec_ref(uint64_t file_id);
-  // Retries deferred files whose backoff has passed. Called once per drain;
-  // does nothing while a load holds the lock (never waits for a build).
+  // when that was its last reference to a loaded file: kept for
+  // kKeepUnmapped (unloaded at once if it was not loaded).
+  bool remove_or_dec_ref(uint64_t file_id, Clock::time_point now = Clock::now());
+  // Retries deferred files whose backoff has passed and unloads the files
+  // kept unmapped for kKeepUnmapped. Called once per drain; does nothing
+  // while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());
+  // Unloads every file kept unmapped now (the agent stops).
+  void unload_unmapped();
   // A sample had a frame in this executable. Space runs out: executables no
   // process has sampled for kEvictAfterIdle make room (their processes fall
   // back to frame pointers) and come back when sampled again. Never waits
@@ -144,6 +156,8 @@ class ExecutableInfoManager {
   static constexpr std::chrono::seconds kFirstRetry{2};
   static constexpr std::chrono::seconds kMaxRetry{120};
   static constexpr std::chrono::seconds kEvictAfterIdle{60};
+  static constexpr std::chrono::seconds kKeepUnmapped{60};
+  static constexpr size_t kMaxKeptUnmapped = 256;
 
  private:
   struct Entry {
@@ -160,16 +174,26 @@ class ExecutableInfoManager {
     bool evicted = false;              // waits to be sampled again, not on a timer
     bool permanent_failure = false;    // can never be loaded: never retried
     bool first_load_pending = false;   // add_refs took it; load_referenced loads it, not retry_deferred
+    Clock::time_point unmapped_since{};  // references fell to 0 (kept while loaded)
   };
+  // Loaded, mapped by no process: kept for the next one.
+  static bool kept_unmapped(const Entry& entry) { return entry.references == 0 && entry.loaded; }
   // Not loaded, and waiting for a retry on a timer.
   static bool waits_for_retry(const Entry& entry) {
     return !entry.loaded && !entry.evicted && !entry.permanent_failure && !entry.first_load_pending &&
            entry.references > 0;
   }
   bool load(uint64_t file_id, Entry& entry, Clock::time_point now);
-  // Unloads the executable sampled longest ago, if it has been idle for
-  // kEvictAfterIdle. False when there is none.
+  // Unloads a file kept unmapped (the one unmapped longest), else the
+  // executable sampled longest ago if it has been idle for kEvictAfterIdle.
+  // False when there is none.
   bool evict_one(uint64_t for_file_id, Clock::time_point now);
+  // Unloads a file no process maps (every plugin lets go of it); the entry
+  // stays, unloaded and unreferenced, for erase_unreferenced_locked (the
+  // caller may be iterating entries_).
+  void unload_unmapped_locked(uint64_t file_id, Entry& entry, const char* why);
+  // Erases the entries no process references that are not kept loaded.
+  void erase_unreferenced_locked();
 
   // Takes one reference under mutex_; true when the file needs its first load.
   bool add_ref_locked(const Reference& reference);
@@ -179,7 +203,7 @@ class ExecutableInfoManager {
   ExecutableLoader& loader_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Entry> entries_;
-  ExecutableStats stats_;
+  ExecutableStats stats_;  // kept_unmapped counts entries where kept_unmapped() holds
   // Held only briefly (never across a load): what settled() and building() read.
   mutable std::mutex status_mutex_;
   std::unordered_set<uint64_t> settled_;

@@ -45,6 +45,8 @@ std::string read_link(const std::string& path) {
 
 ProcessTracker::~ProcessTracker() {
   for (const auto& [pid, snapshot] : processes_) release(*snapshot);
+  // Nobody is left to map what is kept: the plugins hear of every file.
+  if (executables_) executables_->unload_unmapped();
   if (!vdso_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(vdso_dir_, ec);
@@ -867,13 +869,17 @@ std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessT
 }
 
 void ProcessTracker::let_go(const std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {
-  // The last reference to an executable unloads its table in the plugins.
-  // Which process took which tables with it is logged (debug) per process:
-  // host.executables_unloaded counts them machine-wide.
+  // The last reference to an executable leaves its table stored for a
+  // while (ExecutableInfoManager::kKeepUnmapped), for the next process that
+  // maps it. Which process was the last to map which files is logged (debug)
+  // per process; host.executables_kept_unmapped and _unloaded count them
+  // machine-wide.
   for (const auto& snapshot : forgotten) {
-    const std::string unloaded = release(*snapshot);
-    if (!unloaded.empty()) {
-      log().debug("pid {} gone: unwind tables unloaded (no other process maps them): {}", snapshot->pid, unloaded);
+    const std::string last = release(*snapshot);
+    if (!last.empty()) {
+      log().debug("pid {} gone: the last process mapping {}; their unwind tables are kept {} s for the next one",
+                  snapshot->pid, last,
+                  std::chrono::duration_cast<std::chrono::seconds>(ExecutableInfoManager::kKeepUnmapped).count());
     }
   }
   // After the round's profile is assembled (the agent calls end_round then),

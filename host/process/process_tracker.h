@@ -165,7 +165,7 @@ class ProcessTracker {
   void write_process_info(ProcessSnapshot& snapshot);
   // Drops the snapshot's references to its executables; returns the files
   // (as the process mapped them, comma-separated) whose last reference it
-  // was, their tables unloaded.
+  // was, their tables kept for a while (ExecutableInfoManager::kKeepUnmapped).
   std::string release(const ProcessSnapshot& snapshot);
   // Nothing mapped or unmapped: a refresh has nothing to publish.
   static bool same_mappings(const ProcessSnapshot& a, const ProcessSnapshot& b);

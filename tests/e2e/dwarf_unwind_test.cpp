@@ -285,8 +285,10 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   // The workload starts once the agent records, not after a guessed delay:
   // start-up takes seconds under emulation (the kernel matrix), longer than
   // the workload lives. It exits with seconds of recording left. The agent
-  // logs at debug level, where it names each exited process whose tables it
-  // unloaded, and which files they were.
+  // logs at debug level, where it names each exited process that was the
+  // last to map some files, and which files they were; their tables are kept
+  // for the next process to map them (a minute), and unloaded when the agent
+  // stops if none did.
   const std::string dir = temp_dir("exit");
   const std::string out = dir + "/profile.pb.gz";
   std::ofstream(dir + "/omniprof.yaml") << "log_level: debug\n";
@@ -298,9 +300,9 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   const pid_t pid = target.pid();
   EXPECT_EQ(target.wait(), 0);
   ASSERT_EQ(record.wait(), 0) << record.output();
-  // The workload's own executable is mapped by no other process: its table
-  // leaves the maps with it, and the agent says so of that pid.
-  const std::string released = "pid " + std::to_string(pid) + " gone: unwind tables unloaded";
+  // The workload's own executable is mapped by no other process: the agent
+  // says so of that pid, and unloads its table at the latest when it stops.
+  const std::string released = "pid " + std::to_string(pid) + " gone: the last process mapping";
   std::istringstream lines(record.output());
   std::string line, of_pid;
   while (std::getline(lines, line)) {
@@ -308,6 +310,8 @@ TEST(DwarfUnwindLimitsTest, ExitedProcessReleasesItsExecutables) {
   }
   ASSERT_FALSE(of_pid.empty()) << "no line '" << released << "'";
   EXPECT_NE(of_pid.find(executable), std::string::npos) << of_pid;
+  const std::string unloaded = "unloaded " + executable;
+  EXPECT_NE(record.output().find(unloaded), std::string::npos) << "no line '" << unloaded << "'";
 }
 
 }  // namespace

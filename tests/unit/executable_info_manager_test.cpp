@@ -58,22 +58,110 @@ class FakeLoader : public ExecutableLoader {
   omniprof_status failure = OMNIPROF_ERR_IO;
 };
 
-TEST(ExecutableInfoManagerTest, LoadsOnFirstReferenceAndUnloadsOnLast) {
+TEST(ExecutableInfoManagerTest, LoadsOnFirstReferenceAndKeepsTheLastForTheNextProcess) {
   FakeLoader loader;
   ExecutableInfoManager manager(loader);
+  const auto t0 = ExecutableInfoManager::Clock::now();
   manager.add_or_inc_ref(7, "/lib/libc.so.6");
   manager.add_or_inc_ref(7, "/proc/123/root/lib/libc.so.6");  // same file in a container
   EXPECT_EQ(loader.loads[7], 1);
   EXPECT_EQ(manager.references(7), 2u);
-  EXPECT_FALSE(manager.remove_or_dec_ref(7));  // not the last reference
+  EXPECT_FALSE(manager.remove_or_dec_ref(7, t0));  // not the last reference
   EXPECT_EQ(loader.unloads[7], 0);
   EXPECT_TRUE(manager.is_loaded(7));
-  EXPECT_TRUE(manager.remove_or_dec_ref(7));  // the last: unloaded
+  EXPECT_TRUE(manager.remove_or_dec_ref(7, t0));  // the last: kept, still loaded
+  EXPECT_EQ(loader.unloads[7], 0);
+  EXPECT_TRUE(manager.is_loaded(7));
+  EXPECT_TRUE(manager.settled(7));
+  EXPECT_FALSE(manager.referenced(7));
+  EXPECT_EQ(manager.references(7), 0u);
+  EXPECT_EQ(manager.stats().kept_unmapped, 1u);
+  EXPECT_FALSE(manager.remove_or_dec_ref(7, t0));  // one too many: ignored
+
+  // The next process maps it within the time: nothing is loaded again.
+  manager.add_or_inc_ref(7, "/lib/libc.so.6");
+  EXPECT_EQ(loader.loads[7], 1);
+  EXPECT_TRUE(manager.referenced(7));
+  EXPECT_EQ(manager.stats().reused, 1u);
+  EXPECT_EQ(manager.stats().kept_unmapped, 0u);
+  const auto t1 = t0 + std::chrono::seconds(5);
+  EXPECT_TRUE(manager.remove_or_dec_ref(7, t1));
+
+  // Mapped by none for kKeepUnmapped (counted from its last process): unloaded.
+  manager.retry_deferred(t1 + ExecutableInfoManager::kKeepUnmapped - std::chrono::seconds(1));
+  EXPECT_EQ(loader.unloads[7], 0);
+  manager.retry_deferred(t1 + ExecutableInfoManager::kKeepUnmapped);
   EXPECT_EQ(loader.unloads[7], 1);
   EXPECT_FALSE(manager.is_loaded(7));
-  EXPECT_EQ(manager.references(7), 0u);
-  EXPECT_FALSE(manager.remove_or_dec_ref(7));  // one too many: ignored
-  EXPECT_EQ(loader.unloads[7], 1);
+  EXPECT_FALSE(manager.settled(7));
+  ExecutableStats stats = manager.stats();
+  EXPECT_EQ(stats.unloaded, 1u);
+  EXPECT_EQ(stats.loaded, 0u);
+  EXPECT_EQ(stats.kept_unmapped, 0u);
+  // Mapped again after that: loaded again.
+  manager.add_or_inc_ref(7, "/lib/libc.so.6");
+  EXPECT_EQ(loader.loads[7], 2);
+  EXPECT_TRUE(manager.is_loaded(7));
+}
+
+// At most kMaxKeptUnmapped files are kept: past it, the one unmapped longest
+// goes at once.
+TEST(ExecutableInfoManagerTest, KeptFilesAreBoundedOldestFirst) {
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  const auto t0 = ExecutableInfoManager::Clock::now();
+  const uint64_t n = ExecutableInfoManager::kMaxKeptUnmapped;
+  for (uint64_t id = 1; id <= n + 2; ++id) {
+    manager.add_or_inc_ref(id, "/f");
+    manager.remove_or_dec_ref(id, t0 + std::chrono::milliseconds(id));
+  }
+  EXPECT_EQ(manager.stats().kept_unmapped, n);
+  EXPECT_EQ(loader.unloads[1], 1);
+  EXPECT_EQ(loader.unloads[2], 1);
+  EXPECT_EQ(loader.unloads[3], 0);
+  EXPECT_TRUE(manager.is_loaded(n + 2));
+  // The agent stops: every kept file is unloaded.
+  manager.unload_unmapped();
+  for (uint64_t id = 1; id <= n + 2; ++id) EXPECT_EQ(loader.unloads[id], 1) << id;
+  EXPECT_EQ(manager.stats().kept_unmapped, 0u);
+  EXPECT_EQ(manager.stats().loaded, 0u);
+}
+
+// A full map makes room with a kept file before any file a process maps,
+// however recently that one was sampled.
+TEST(ExecutableInfoManagerTest, KeptFilesMakeRoomFirst) {
+  // Room for two executables.
+  class Bounded : public FakeLoader {
+   public:
+    omniprof_status load(uint64_t file_id, const std::string& path, std::string& error) override {
+      if (held.size() >= 2) {
+        error = "maps full";
+        return OMNIPROF_ERR_NO_SPACE;
+      }
+      held.insert(file_id);
+      return FakeLoader::load(file_id, path, error);
+    }
+    void unload(uint64_t file_id) override {
+      held.erase(file_id);
+      FakeLoader::unload(file_id);
+    }
+    void evict(uint64_t file_id) override {
+      held.erase(file_id);
+      FakeLoader::evict(file_id);
+    }
+    std::set<uint64_t> held;
+  } loader;
+  ExecutableInfoManager manager(loader);
+  manager.add_or_inc_ref(1, "/mapped");
+  manager.add_or_inc_ref(2, "/kept");
+  manager.remove_or_dec_ref(2);
+  manager.add_or_inc_ref(3, "/new");  // no room: the kept /kept makes it at once
+  EXPECT_TRUE(manager.is_loaded(3));
+  EXPECT_TRUE(manager.is_loaded(1));
+  EXPECT_FALSE(manager.is_loaded(2));
+  EXPECT_EQ(loader.unloads[2], 1);   // let go whole (no process maps it),
+  EXPECT_EQ(loader.evictions[1], 0);  // not an eviction of a mapped file
+  EXPECT_EQ(manager.stats().evicted, 0u);
   EXPECT_EQ(manager.stats().unloaded, 1u);
 }
 
@@ -108,9 +196,12 @@ TEST(ExecutableInfoManagerTest, TwoStepReferencesMarkEveryNewFileBeforeBuildingA
   EXPECT_TRUE(manager.is_loaded(3));
   EXPECT_TRUE(manager.settled(3));
   EXPECT_EQ(manager.building(), "");
-  // The last reference gone: no longer settled (a new first reference
-  // builds it again).
-  manager.remove_or_dec_ref(3);
+  // The last reference gone: settled while kept, no longer once unloaded
+  // (a new first reference builds it again).
+  const auto t0 = ExecutableInfoManager::Clock::now();
+  manager.remove_or_dec_ref(3, t0);
+  EXPECT_TRUE(manager.settled(3));
+  manager.retry_deferred(t0 + ExecutableInfoManager::kKeepUnmapped);
   EXPECT_FALSE(manager.settled(3));
 }
 
@@ -180,9 +271,12 @@ TEST(ExecutableInfoManagerTest, ConcurrentReferencesLoadOnce) {
   }
   for (auto& t : threads) t.join();
   for (uint64_t id = 1; id <= 50; ++id) {
-    EXPECT_EQ(loader.loads[id], loader.unloads[id]) << id;
+    EXPECT_EQ(loader.loads[id], 1) << id;  // kept between its processes: never loaded twice
+    EXPECT_EQ(loader.unloads[id], 0) << id;
     EXPECT_EQ(manager.references(id), 0u);
   }
+  manager.retry_deferred(ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kKeepUnmapped);
+  for (uint64_t id = 1; id <= 50; ++id) EXPECT_EQ(loader.unloads[id], 1) << id;
 }
 
 // A loader with room for `capacity` executables.
@@ -358,8 +452,11 @@ TEST(ExecutableInfoManagerTest, DeferredRetryKeepsTheFileOpenAndTakesTheNewestPa
 
   manager.remove_or_dec_ref(9);
   EXPECT_FALSE(second_alive.expired());
-  manager.remove_or_dec_ref(9);
-  EXPECT_TRUE(second_alive.expired()) << "the last reference must release the file";
+  const auto t1 = ExecutableInfoManager::Clock::now();
+  manager.remove_or_dec_ref(9, t1);
+  EXPECT_FALSE(second_alive.expired()) << "kept for the next process: its file too";
+  manager.retry_deferred(t1 + ExecutableInfoManager::kKeepUnmapped);
+  EXPECT_TRUE(second_alive.expired()) << "the unload of a file no process maps must release it";
 }
 
 TEST(FileIdTest, SameContentsSameIdWhateverThePath) {

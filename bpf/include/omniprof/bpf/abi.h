@@ -69,7 +69,8 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_MARKS_FULL = 15,        /* more interpreter loop frames than marks: the rest unmarked */
   OMNIPROF_STAT_INTERPRETER_TRUNCATED = 16, /* interpreter frames past OMNIPROF_MAX_STACK_DEPTH dropped */
   OMNIPROF_STAT_SAMPLE_TIMES_LOST = 17, /* sample_times full: a sample counted without its time */
-  OMNIPROF_NUM_HOST_STATS = 18
+  OMNIPROF_STAT_USER_MEMORY_GONE = 18,  /* no user stack to walk: the process is exiting or exec'ing */
+  OMNIPROF_NUM_HOST_STATS = 19
 };
 
 enum omniprof_native_stat {

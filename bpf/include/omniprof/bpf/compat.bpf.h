@@ -19,7 +19,12 @@ struct thread_struct {
   unsigned long fsbase; /* x86-64: the user thread pointer (glibc: its struct pthread) */
 } __attribute__((preserve_access_index));
 
+struct mm_struct {
+  unsigned long end_code; /* 0 in a new mm until load_elf_binary sets it, just before the image starts */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+  struct mm_struct *mm; /* NULL for kernel threads and past exit_mm */
   unsigned int flags;
   int pid;
   int tgid;
