@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "bpf/bpf_maps.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
@@ -61,17 +63,8 @@ void PluginExecutableLoader::clear_building(uint64_t file_id) {
 bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
   apply_sampled_locked();
   // First what no process maps: it costs nobody a walk.
-  Entry* unmapped = nullptr;
-  uint64_t unmapped_id = 0;
-  for (auto& [id, e] : entries_) {
-    if (id == for_file_id || !kept_unmapped(e)) continue;
-    if (!unmapped || e.unmapped_since < unmapped->unmapped_since) {
-      unmapped = &e;
-      unmapped_id = id;
-    }
-  }
-  if (unmapped) {
-    unload_unmapped_locked(unmapped_id, *unmapped, "to make room");
+  if (auto unmapped = longest_unmapped_locked(); unmapped != entries_.end()) {
+    unload_unmapped_locked(unmapped->first, unmapped->second, "to make room");
     return true;
   }
   Entry* oldest = nullptr;
@@ -95,9 +88,18 @@ bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point no
   return true;
 }
 
-static_assert(ExecutableInfoManager::kKeepUnmapped == std::chrono::seconds(60), "the log line below says 60 s");
+std::unordered_map<uint64_t, ExecutableInfoManager::Entry>::iterator ExecutableInfoManager::longest_unmapped_locked() {
+  auto longest = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (kept_unmapped(it->second) &&
+        (longest == entries_.end() || it->second.unmapped_since < longest->second.unmapped_since)) {
+      longest = it;
+    }
+  }
+  return longest;
+}
 
-void ExecutableInfoManager::unload_unmapped_locked(uint64_t file_id, Entry& entry, const char* why) {
+void ExecutableInfoManager::unload_unmapped_locked(uint64_t file_id, Entry& entry, std::string_view why) {
   loader_.unload(file_id);
   entry.loaded = false;
   entry.keep_alive.reset();
@@ -229,15 +231,9 @@ bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id, Clock::time_poin
   if (entry.loaded) {  // kept for the next process that maps it
     entry.unmapped_since = now;
     if (++stats_.kept_unmapped > kMaxKeptUnmapped) {
-      uint64_t oldest_id = 0;
-      Entry* oldest = nullptr;
-      for (auto& [id, e] : entries_) {
-        if (kept_unmapped(e) && (!oldest || e.unmapped_since < oldest->unmapped_since)) {
-          oldest = &e;
-          oldest_id = id;
-        }
-      }
-      unload_unmapped_locked(oldest_id, *oldest, "more than the kept limit");
+      auto longest = longest_unmapped_locked();
+      unload_unmapped_locked(longest->first, longest->second,
+                             fmt::format("more than {} files kept", kMaxKeptUnmapped));
       erase_unreferenced_locked();
     }
     return true;
@@ -260,7 +256,8 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   apply_sampled_locked();
   for (auto& [file_id, entry] : entries_) {
     if (kept_unmapped(entry) && now - entry.unmapped_since >= kKeepUnmapped) {
-      unload_unmapped_locked(file_id, entry, "kept 60 s for another process to map it");
+      unload_unmapped_locked(file_id, entry,
+                             fmt::format("kept {} s for another process to map it", kKeepUnmapped.count()));
     }
   }
   erase_unreferenced_locked();

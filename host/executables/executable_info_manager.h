@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -191,7 +192,9 @@ class ExecutableInfoManager {
   // Unloads a file no process maps (every plugin lets go of it); the entry
   // stays, unloaded and unreferenced, for erase_unreferenced_locked (the
   // caller may be iterating entries_).
-  void unload_unmapped_locked(uint64_t file_id, Entry& entry, const char* why);
+  void unload_unmapped_locked(uint64_t file_id, Entry& entry, std::string_view why);
+  // The file kept unmapped longest; entries_.end() when none is kept.
+  std::unordered_map<uint64_t, Entry>::iterator longest_unmapped_locked();
   // Erases the entries no process references that are not kept loaded.
   void erase_unreferenced_locked();
 
