@@ -243,6 +243,25 @@ int BPF_PROG(omniprof_exec, struct task_struct *task, int old_pid, struct linux_
   return 0;
 }
 
+/* A new process starts with its parent's mappings, so with its parent's
+ * entry: copied here, at the fork, its samples walk whole before the host
+ * has read the fork's record (ProcessTracker::apply_records then writes
+ * the child only if the entry copied was not the parent's latest). A
+ * thread shares its process's entry. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(omniprof_fork, struct task_struct *parent, struct task_struct *child) {
+  __u32 child_pid = BPF_CORE_READ(child, pid);
+  __u32 child_tgid = BPF_CORE_READ(child, tgid);
+  if (child_pid != child_tgid) return 0;
+  __u32 parent_tgid = BPF_CORE_READ(parent, tgid);
+  struct omniprof_process_info *info = bpf_map_lookup_elem(&process_info, &parent_tgid);
+  if (!info) return 0;
+  if (bpf_map_update_elem(&process_info, &child_tgid, info, BPF_ANY) != 0) {
+    omniprof_count(OMNIPROF_STAT_FORK_COPY_FAILED);
+  }
+  return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(omniprof_exit, struct task_struct *task) {
   __u32 pid = BPF_CORE_READ(task, pid);

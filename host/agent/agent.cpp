@@ -52,6 +52,7 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "interpreter_frames_truncated",
     "sample_times_lost",
     "user_memory_gone_samples",
+    "fork_copies_failed",
 };
 
 // How many executables' descriptors OpenExecutables may hold: the soft
@@ -187,6 +188,17 @@ Result<void> Agent::start() {
       continue;
     }
     lifecycle_links_.push_back(link);
+  }
+  // A fork's child gets its parent's process_info in the kernel (5.5+, as
+  // above); without it the host writes each child from the fork's record.
+  if (kernel_feature_hidden("fork_copy")) {
+    log().info("fork copies hidden (OMNIPROF_HIDE_BPF_FEATURES): the host writes each fork's child");
+  } else if (bpf_link* link = bpf_program__attach(maps_->skeleton()->progs.omniprof_fork)) {
+    lifecycle_links_.push_back(link);
+    processes_->set_fork_copies(true);
+  } else {
+    log().warn("cannot attach omniprof_fork: {}; a fork's child is walked whole once the host has read its record",
+               strerror(errno));
   }
   event_loop_ = std::make_unique<EventLoop>([this](const omniprof_event& event) {
     if (event.type != OMNIPROF_EVENT_TICK_DUE) return processes_->handle_event(event);
@@ -481,6 +493,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.process_records_malformed", process_records_ ? process_records_->stats().malformed : 0},
            {"host.process_records_of_unknown", ps.records_of_unknown},
            {"host.process_records_dropped", ps.records_dropped},
+           {"host.forks_copied_in_kernel", ps.forks_copied_in_kernel},
            {"host.process_record_delay_us_mean",
             ps.described_from_records ? ps.record_delay_us_total / ps.described_from_records : 0},
            {"host.process_record_delay_us_max", ps.record_delay_us_max},

@@ -42,6 +42,10 @@ struct ProcessSnapshot {
   // the interpreter frames they serve (agent/stack_folding.h).
   std::vector<uint64_t> interpreter_file_ids;
   bool exited = false;
+  // CLOCK_MONOTONIC since which BPF's process_info holds these mappings:
+  // written by the host, or copied from the parent's at the fork by the
+  // kernel (bpf/entry.bpf.c, omniprof_fork). 0: not known to.
+  uint64_t in_process_info_since_ns = 0;
   std::string vdso_path;  // a copy of the process's [vdso] image, if read
   // Who the process is (service.name, container.id, systemd.unit, host.*:
   // process_identity.h), read when it was described; never null once

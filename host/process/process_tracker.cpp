@@ -27,6 +27,13 @@ namespace omniprof {
 
 namespace {
 
+// The clock of the kernel's process records (ProcessRecord::time_ns).
+uint64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
 std::string read_first_line(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -336,7 +343,13 @@ void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
       }
     }
   }
-  if (auto r = maps_->write_process_info(snapshot.pid, info); !r) {
+  // Already there (the kernel's copy at the fork), or gone with its process
+  // (its exit record came with the records that describe it): nothing will
+  // walk with what a write would bring.
+  if (snapshot.in_process_info_since_ns != 0 || snapshot.exited) return;
+  if (auto r = maps_->write_process_info(snapshot.pid, info); r) {
+    snapshot.in_process_info_since_ns = monotonic_ns();
+  } else {
     // Every process the machine starts is described now (process records):
     // a full map would otherwise log at each one. Counted always, logged at
     // most once a minute.
@@ -596,6 +609,7 @@ ProcessTracker::RecordView* ProcessTracker::record_view(int32_t pid, std::unorde
   view.executables = known->executables;
   view.executables.resize(view.mappings.size());
   view.resolved.assign(view.mappings.size(), 1);
+  view.in_process_info_since_ns = known->in_process_info_since_ns;
   return &view;
 }
 
@@ -635,6 +649,7 @@ void ProcessTracker::add_mapping(RecordView& view, const ProcMapping& mapping) {
   view.mappings = std::move(kept.mappings);
   view.executables = std::move(kept.executables);
   view.resolved = std::move(kept.resolved);
+  view.in_process_info_since_ns = 0;
 }
 
 void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
@@ -644,6 +659,7 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
     gone_this_round_.erase(pid);
   }
   PidClaim claim(*this, pid);
+  const bool copied_at_fork = view.in_process_info_since_ns != 0 && !view.exited;
   auto snapshot = std::make_shared<ProcessSnapshot>();
   snapshot->pid = pid;
   snapshot->comm = view.comm;
@@ -651,6 +667,9 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
   snapshot->vdso_path = view.vdso_path;
   snapshot->mappings = view.mappings;
   snapshot->executables = view.executables;
+  snapshot->in_process_info_since_ns = view.in_process_info_since_ns;
+  // Exited already: named from this snapshot, never walked with it.
+  snapshot->exited = view.exited;
   for (size_t i = 0; i < snapshot->mappings.size(); ++i) {
     if (!view.resolved[i]) resolve_executable(*snapshot, i);
   }
@@ -667,15 +686,18 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
   view.resolved.assign(view.mappings.size(), 1);
   // Before releasing the old image's references: what both map stays loaded.
   if (auto replaced = publish(snapshot); replaced && replaced != snapshot) release(*replaced);
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-  const uint64_t delay_us = view.first_record_ns && now_ns > view.first_record_ns
-                                ? (now_ns - view.first_record_ns) / 1000 : 0;
+  view.in_process_info_since_ns = snapshot->in_process_info_since_ns;
+  // From the first record to process_info holding the view: none for a
+  // child the kernel gave its parent's entry at the fork.
+  const uint64_t now_ns = monotonic_ns();
+  const uint64_t since_ns = copied_at_fork ? view.first_record_ns : now_ns;
+  const uint64_t delay_us = view.first_record_ns && since_ns > view.first_record_ns
+                                ? (since_ns - view.first_record_ns) / 1000 : 0;
   view.first_record_ns = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.described_from_records++;
+    if (copied_at_fork) stats_.forks_copied_in_kernel++;
     stats_.record_delay_us_total += delay_us;
     stats_.record_delay_us_max = std::max(stats_.record_delay_us_max, delay_us);
     if (delay_us < 1000) stats_.record_delays_under_1ms++;
@@ -737,6 +759,11 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         RecordView child = *parent;
         child.exited = false;
         child.first_record_ns = 0;
+        // The kernel copied the parent's entry as the fork ran (after its
+        // record): the child's own when it already held the parent's view.
+        const bool copied = fork_copies_ && parent->in_process_info_since_ns != 0 &&
+                            parent->in_process_info_since_ns <= record.time_ns;
+        child.in_process_info_since_ns = copied ? record.time_ns : 0;
         views[record.pid] = std::move(child);
         noted(record.pid, record.time_ns);
         touch(record.pid);
@@ -827,8 +854,7 @@ void ProcessTracker::end_round() {
       bool gone = !claimed_.count(it->first) &&
                   (it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0);
       if (gone) {
-        forgotten.push_back(std::move(it->second));
-        it = forget_locked(it);
+        it = forget_locked(it, forgotten);
       } else {
         ++it;
       }
@@ -853,18 +879,20 @@ void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_rou
       it = exit_noted_at_drain_.erase(it);
       auto known = processes_.find(pid);
       if (known == processes_.end() || !known->second->exited) continue;
-      forgotten.push_back(std::move(known->second));
-      forget_locked(known);
+      forget_locked(known, forgotten);
     }
   }
   let_go(forgotten);
 }
 
 std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessTracker::forget_locked(
-    std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it) {
+    std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it,
+    std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {
   last_refresh_.erase(it->first);
   exit_noted_at_drain_.erase(it->first);
-  if (maps_) maps_->delete_process_info(it->first);
+  // An exited process's entry went when its exit was noted (mark_exited_locked).
+  if (maps_ && !it->second->exited) maps_->delete_process_info(it->first);
+  forgotten.push_back(std::move(it->second));
   return processes_.erase(it);
 }
 

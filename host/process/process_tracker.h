@@ -41,6 +41,9 @@ struct ProcessTrackerStats {
   uint64_t described_from_records = 0;  // processes described (or re-described) from the kernel's records
   uint64_t records_of_unknown = 0;  // fork/mmap records of processes known neither from records nor /proc
   uint64_t records_dropped = 0;     // records not applied: kMaxPendingRecordViews processes waiting already
+  // Forks whose child the host did not write to process_info: the kernel
+  // had copied the parent's entry, and it was the parent's latest.
+  uint64_t forks_copied_in_kernel = 0;
   // From the kernel's record to process_info written, over the processes
   // described from records: the window in which a new process's samples
   // find no process_info.
@@ -63,6 +66,10 @@ class ProcessTracker {
   // How each process's resource attributes are chosen (config `resource:`
   // with the agent's OTEL_* environment). Set before the first scan.
   void set_resource_settings(ResourceSettings settings);
+  // Whether the kernel copies a parent's process_info to its child at each
+  // fork (the omniprof_fork program is attached): then a child described
+  // only by its fork record is not written again.
+  void set_fork_copies(bool active) { fork_copies_ = active; }
 
   // A file the start-up scan found mapped: its id and its path as mapped.
   struct ScannedFile {
@@ -143,6 +150,8 @@ class ProcessTracker {
     std::vector<char> resolved;
     bool exited = false;
     uint64_t first_record_ns = 0;  // CLOCK_MONOTONIC of the oldest record not yet published
+    // As ProcessSnapshot's: 0 once the view changed since it was written.
+    uint64_t in_process_info_since_ns = 0;
   };
   // The view of `pid` among `views`, started from what the tracker has
   // published for it, or (`read_proc`) from /proc; null if it knows
@@ -174,9 +183,11 @@ class ProcessTracker {
   // and symbols come from an ELF file like everything else.
   std::string vdso_copy(int32_t pid, const ProcMapping& mapping);
   void forget_in_plugins(int32_t pid);
-  // Removes a process (its process_info too); caller holds mutex_.
+  // Removes a process (its process_info too) and moves its snapshot to
+  // `forgotten`, for let_go; caller holds mutex_.
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator forget_locked(
-      std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it);
+      std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it,
+      std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten);
   // Releases forgotten processes' executables and tells the plugins.
   void let_go(const std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten);
   void count(uint64_t ProcessTrackerStats::*counter);
@@ -213,6 +224,7 @@ class ProcessTracker {
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   std::atomic<bool> records_active_{false};
+  std::atomic<bool> fork_copies_{false};
   uint64_t drains_ = 0;  // under mutex_
   std::unordered_map<int32_t, uint64_t> exit_noted_at_drain_;  // under mutex_: drains_ when its exit was noted
   std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_

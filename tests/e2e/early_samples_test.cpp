@@ -74,11 +74,13 @@ struct MachineRecording {
 // Records the whole machine at 99 Hz from when `omniprof record` records
 // (its start-up scan done, its clock running: wait_until_recording) until
 // `during` returns, then ends it with SIGINT (-d is only a bound). `during`
-// returns why it failed, or nothing.
-MachineRecording record_machine(const std::string& dir, const std::function<std::string()>& during) {
+// returns why it failed, or nothing. `environment`: the agent's additions.
+MachineRecording record_machine(const std::string& dir, const std::function<std::string()>& during,
+                                const std::vector<std::string>& environment = {}) {
   MachineRecording r;
   const std::string profile = dir + "/profile.pb.gz";
-  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "600", "-F", kHzText, "-o", profile}, dir + "/record.log");
+  BackgroundRecord record(OMNIPROF_BINARY, {"-d", "600", "-F", kHzText, "-o", profile}, dir + "/record.log",
+                          environment);
   if (!record.wait_until_recording()) {
     r.failure = "omniprof record never started recording:\n" + record.output();
     return r;  // the record is killed with its object
@@ -253,6 +255,68 @@ TEST(ShortLivedProcessTest, HundredRunsOfA30msNofpProgramCarryTheWholeChainInNin
   EXPECT_GE(spin.whole * 100, spin.total * 95)
       << spin.whole << " of " << spin.total << " samples of the 30 ms runs holding short_lived_spin are whole; one that "
       << "is not: " << spin.counterexample;
+}
+
+// Children forked without exec (a prefork server's workers), 100 of them
+// one after another, each burning 30 ms through the chain, are walked whole
+// and named: each walks with its parent's process_info from its first
+// sample, copied by the kernel as it forks (bpf/entry.bpf.c, omniprof_fork),
+// and the host, which writes nothing for such a child, names it from the
+// fork's record.
+TEST(ShortLivedProcessTest, ChildrenForkedWithoutExecAreWalkedWholeAndNamed) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string dir = temp_dir("forked-children");
+  const std::string go = dir + "/go";
+  BackgroundProcess control(control_command(go, 30));
+  // Started before the agent: its start-up scan writes the parent's entry.
+  BackgroundProcess parent({workload("short_lived_nofp"), kShortLivedMs, "fork", std::to_string(kRuns), go});
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    std::ofstream(go) << "go\n";
+    std::string failure;
+    if (parent.wait() != 0) failure = "the forking short_lived_nofp failed";
+    if (control.wait() != 0) failure += " the control short_lived_nofp failed";
+    return failure;
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  const std::string control_pid = std::to_string(control.pid()), parent_pid = std::to_string(parent.pid());
+  std::vector<Sample> of_control;
+  for (const Sample& s : r.samples) {
+    if (s.label("pid") == control_pid) of_control.push_back(s);
+  }
+  const std::vector<std::string> tail = tail_below_main(of_control, kShortLivedChain);
+  auto of_children = [&](const Sample& s) {
+    return s.label("pid") != control_pid && s.label("pid") != parent_pid &&
+           s.label("thread_name") == kShortLivedHot && s.label("process.executable.name") == "short_lived_nofp";
+  };
+  const Judged reference = judge_control(of_control, tail);
+  const Judged children =
+      judge(r.samples, of_children, [&](const Sample& s) { return short_lived_whole(function_names(s.frames), tail); });
+  std::set<std::string> pids;
+  for (const Sample& s : r.samples) {
+    if (of_children(s)) pids.insert(s.label("pid"));
+  }
+  const double expected = kRuns * 0.030 * kHz;
+  std::cerr << "children forked without exec, " << kRuns << " of 30 ms CPU (recorded "
+            << r.seconds << " s):\n"
+            << "  whole = " << joined(kShortLivedChain) << " <- " << joined(tail) << " (below main: the control's)\n";
+  print_judged("the control (long-lived, found at start)", reference);
+  print_judged("the children's samples while named hot (" + std::to_string(pids.size()) + " pids; about " +
+                   std::to_string(int(expected)) + " expected)",
+               children);
+
+  ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
+  EXPECT_GE(reference.whole * 100, reference.total * 95)
+      << reference.whole << " of " << reference.total << " samples of the long-lived control are whole; one that is not: "
+      << reference.counterexample;
+  ASSERT_GE(children.total, int64_t(expected / 3))
+      << "too few samples of the children in their chain to judge (about " << int(expected) << " expected)\n"
+      << r.output;
+  EXPECT_GE(children.whole * 100, children.total * 95)
+      << children.whole << " of " << children.total << " samples of the forked children carry "
+      << joined(kShortLivedChain) << " whole down to " << joined(tail) << "; one that does not: "
+      << children.counterexample << "\n" << r.output;
 }
 
 // The short Python script (tests/workloads/python_short_lived.py): its

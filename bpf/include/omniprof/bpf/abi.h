@@ -70,7 +70,8 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_INTERPRETER_TRUNCATED = 16, /* interpreter frames past OMNIPROF_MAX_STACK_DEPTH dropped */
   OMNIPROF_STAT_SAMPLE_TIMES_LOST = 17, /* sample_times full: a sample counted without its time */
   OMNIPROF_STAT_USER_MEMORY_GONE = 18,  /* no user stack to walk: the process is exiting or exec'ing */
-  OMNIPROF_NUM_HOST_STATS = 19
+  OMNIPROF_STAT_FORK_COPY_FAILED = 19,  /* process_info full: a fork's child not given its parent's entry */
+  OMNIPROF_NUM_HOST_STATS = 20
 };
 
 enum omniprof_native_stat {
