@@ -102,6 +102,13 @@ MachineRecording record_machine(const std::string& dir, const std::function<std:
   return r;
 }
 
+// A counter from the agent's closing list in `output` ("  NAME VALUE"); 0
+// when it is not listed.
+int64_t agent_counter(const std::string& output, const std::string& name) {
+  const auto at = output.find("  " + name + " ");
+  return at == std::string::npos ? 0 : std::stoll(output.substr(at + name.size() + 3));
+}
+
 // Runs COMMAND kRuns times in a row from a real shell loop (`sh -c`), at the
 // workloads' priority; "" when every run exited 0.
 std::string run_in_shell_loop(const std::vector<std::string>& command) {
@@ -305,6 +312,8 @@ TEST(ShortLivedProcessTest, ChildrenForkedWithoutExecAreWalkedWholeAndNamed) {
   print_judged("the children's samples while named hot (" + std::to_string(pids.size()) + " pids; about " +
                    std::to_string(int(expected)) + " expected)",
                children);
+  const int64_t copied = agent_counter(r.output, "host.forks_copied_in_kernel");
+  std::cerr << "  host.forks_copied_in_kernel " << copied << "\n";
 
   ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
   EXPECT_GE(reference.whole * 100, reference.total * 95)
@@ -313,6 +322,9 @@ TEST(ShortLivedProcessTest, ChildrenForkedWithoutExecAreWalkedWholeAndNamed) {
   ASSERT_GE(children.total, int64_t(expected / 3))
       << "too few samples of the children in their chain to judge (about " << int(expected) << " expected)\n"
       << r.output;
+  // The kernel's copy ran (omniprof_fork attached): some fork's child, read
+  // alone before its exit, was left to it rather than written by the host.
+  EXPECT_GT(copied, 0) << "no fork's child was left to the kernel's copy of its parent's process_info\n" << r.output;
   EXPECT_GE(children.whole * 100, children.total * 95)
       << children.whole << " of " << children.total << " samples of the forked children carry "
       << joined(kShortLivedChain) << " whole down to " << joined(tail) << "; one that does not: "
