@@ -15,6 +15,7 @@
 #include <fstream>
 #include <unordered_set>
 
+#include "common/directory_listing.h"
 #include "bpf/bpf_support.h"
 #include "entry.skel.h"
 #include "log/logger.h"
@@ -105,9 +106,14 @@ namespace {
 // (host object, plugin objects reusing it) refer to it.
 uint64_t bpf_map_memory() {
   std::map<uint64_t, uint64_t> by_map;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/self/fdinfo", ec)) {
-    std::ifstream in(entry.path());
+  auto entries = list_directory("/proc/self/fdinfo");
+  if (!entries) {
+    // The figure is for the metrics page; say why it is missing, keep going.
+    log().warn("host.bpf_map_bytes: {}", entries.error().message);
+    return 0;
+  }
+  for (const fs::path& entry : *entries) {
+    std::ifstream in(entry);
     std::string line;
     uint64_t memlock = 0, id = 0;
     bool is_map = false;

@@ -62,7 +62,7 @@ Result<UniqueFd> open_cpu_clock_event(int cpu, uint32_t frequency_hz) {
 }
 
 PerfSampler::PerfSampler(PerfSampler&& other) noexcept
-    : events_(std::move(other.events_)), links_(std::move(other.links_)) {
+    : links_(std::move(other.links_)) {
   other.links_.clear();
 }
 
@@ -82,8 +82,9 @@ Result<PerfSampler> PerfSampler::attach(bpf_program* entry, uint32_t frequency_h
       int err = errno;
       return make_error(fmt::format("cannot attach the entry program to cpu {}: {}", cpu, strerror(err)));
     }
+    // The link owns the descriptor from here on (see links_).
+    (void)fd->release();
     sampler.links_.push_back(link);
-    sampler.events_.push_back(std::move(*fd));
   }
   return sampler;
 }

@@ -27,11 +27,13 @@ class PerfSampler {
   PerfSampler(const PerfSampler&) = delete;
 
   static Result<PerfSampler> attach(bpf_program* entry, uint32_t frequency_hz);
-  size_t cpu_count() const { return events_.size(); }
+  size_t cpu_count() const { return links_.size(); }
 
  private:
   PerfSampler() = default;
-  std::vector<UniqueFd> events_;
+  // One link per CPU. Each owns its perf event's descriptor: libbpf closes
+  // it in bpf_link__destroy, so nothing else may (a second close would take
+  // whatever another thread opened under that number meanwhile).
   std::vector<bpf_link*> links_;
 };
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/directory_listing.h"
 #include "log/logger.h"
 
 namespace omniprof {
@@ -30,13 +31,16 @@ ConfigSources config_sources(const std::string& config_flag) {
   return sources;
 }
 
-std::vector<std::string> drop_in_files(const std::string& directory) {
+Result<std::vector<std::string>> drop_in_files(const std::string& directory) {
   std::vector<std::string> files;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+  if (!fs::exists(directory, ec)) return files;
+  auto entries = list_directory(directory);
+  if (!entries) return make_error(fmt::format("config drop-ins: {}", entries.error().message));
+  for (const fs::path& entry : *entries) {
     // Only *.yaml: a package manager's leftovers (.dpkg-old, .bak) are not
     // settings.
-    if (entry.path().extension() == ".yaml" && !entry.is_directory(ec)) files.push_back(entry.path().string());
+    if (entry.extension() == ".yaml" && !fs::is_directory(entry, ec)) files.push_back(entry.string());
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -66,7 +70,9 @@ Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t 
     // Fails, naming the file and why it cannot be opened.
     if (auto r = apply_file(sources.main_file, sources.main_file); !r) return r.error();
   }
-  for (const std::string& path : drop_in_files(sources.drop_in_directory)) {
+  auto drop_ins = drop_in_files(sources.drop_in_directory);
+  if (!drop_ins) return drop_ins.error();
+  for (const std::string& path : *drop_ins) {
     auto trusted = check_trusted_path(path, policy);
     if (!trusted) {
       log().warn("config drop-in {} refused: {}", path, trusted.error().message);

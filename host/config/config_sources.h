@@ -46,8 +46,9 @@ struct LoadedConfig {
   std::vector<std::string> refused;     // "PATH: why", each also logged
 };
 
-// The *.yaml files of `directory`, sorted by name (none if it is missing).
-std::vector<std::string> drop_in_files(const std::string& directory);
+// The *.yaml files of `directory`, sorted by name (none if it is missing);
+// an error if it exists and cannot be read whole.
+Result<std::vector<std::string>> drop_in_files(const std::string& directory);
 
 Result<LoadedConfig> load_config_sources(const ConfigSources& sources, uint32_t default_frequency_hz,
                                          const PathTrustPolicy& policy = PathTrustPolicy::for_this_process());

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/directory_listing.h"
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_support.h"
 #include "profile/frame_type.h"
@@ -161,8 +162,15 @@ std::vector<std::string> PluginHost::find_plugin_files(const std::vector<std::st
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     std::vector<std::string> here;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().extension() == ".so") here.push_back(entry.path().string());
+    auto entries = list_directory(dir);
+    if (!entries) {
+      // The plugins read before the error are still offered; the log says
+      // which directory may hold more.
+      log().error("plugins: {}", entries.error().message);
+      continue;
+    }
+    for (const fs::path& entry : *entries) {
+      if (entry.extension() == ".so") here.push_back(entry.string());
     }
     std::sort(here.begin(), here.end());
     // A file name found in an earlier directory shadows later ones.
