@@ -184,19 +184,8 @@ Result<void> Agent::start() {
   assembler_ = std::make_unique<ProfileAssembler>(*symbolizer_, kernel_symbols_ ? &*kernel_symbols_ : nullptr,
                                                   plugins_.get());
 
-  // Exec and exit notices are BTF tracepoints (5.5+); without them the host
-  // still notices both at the end of each round, later.
-  for (bpf_program* prog : {maps_->skeleton()->progs.omniprof_exec, maps_->skeleton()->progs.omniprof_exit}) {
-    bpf_link* link = bpf_program__attach(prog);
-    if (!link) {
-      log().warn("cannot attach {}: {}; exec/exit are noticed at round ends only",
-                 bpf_program__name(prog), strerror(errno));
-      continue;
-    }
-    lifecycle_links_.push_back(link);
-  }
-  // A fork's child gets its parent's process_info in the kernel (5.5+, as
-  // above); without it the host writes each child from the fork's record.
+  // A fork's child gets its parent's process_info in the kernel (a BTF
+  // tracepoint, 5.5+); without it the host writes each child from the fork's record.
   if (kernel_feature_hidden("fork_copy")) {
     log().info("fork copies hidden (OMNIPROF_HIDE_BPF_FEATURES): the host writes each fork's child");
   } else if (bpf_link* link = bpf_program__attach(maps_->skeleton()->progs.omniprof_fork)) {
@@ -222,6 +211,21 @@ Result<void> Agent::start() {
       event_loop_.get(), nullptr);
   if (!events_) return make_error(fmt::format("cannot open the events ring buffer: {}", strerror(errno)));
   if (auto r = open_process_records(); !r) return r;
+  // Exec and exit notices are BTF tracepoints (5.5+); without them the host
+  // still notices both at the end of each round, later. With process records
+  // they are not attached: the records carry both, in order with the
+  // mappings, and each notice would wake the event thread once more.
+  if (!process_records_) {
+    for (bpf_program* prog : {maps_->skeleton()->progs.omniprof_exec, maps_->skeleton()->progs.omniprof_exit}) {
+      bpf_link* link = bpf_program__attach(prog);
+      if (!link) {
+        log().warn("cannot attach {}: {}; exec/exit are noticed at round ends only",
+                   bpf_program__name(prog), strerror(errno));
+        continue;
+      }
+      lifecycle_links_.push_back(link);
+    }
+  }
   event_thread_ = std::thread([this] {
     event_loop_->run(
         [this](int timeout_ms) {
@@ -300,6 +304,7 @@ Result<void> Agent::open_process_records() {
   auto watch = [&](int fd, const char* what) -> Result<void> {
     epoll_event event{};
     event.events = EPOLLIN;
+    event.data.fd = fd;  // tells the sources apart (strace, a debugger)
     if (epoll_ctl(event_epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
       return make_error(fmt::format("epoll_ctl({}): {}", what, strerror(errno)));
     }
