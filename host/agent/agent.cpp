@@ -504,6 +504,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.process_records_malformed", process_records_ ? process_records_->stats().malformed : 0},
            {"host.process_records_of_unknown", ps.records_of_unknown},
            {"host.process_records_dropped", ps.records_dropped},
+           {"host.publishes_held_for_exec", ps.publishes_held_for_exec},
            {"host.forks_copied_in_kernel", ps.forks_copied_in_kernel},
            {"host.process_record_delay_us_mean",
             ps.described_from_records ? ps.record_delay_us_total / ps.described_from_records : 0},

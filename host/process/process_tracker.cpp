@@ -772,6 +772,7 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
       case ProcessRecord::Kind::kExec: {
         RecordView view;
         view.comm = record.comm;
+        view.exec_mapping_since_ns = record.time_ns;
         // Not from /proc: that shows the new image already.
         if (RecordView* before = record_view(record.pid, views, false); before && before->facts) {
           // The parent's cgroup and environment, this image's name (its
@@ -805,6 +806,10 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
           }
         }
         add_mapping(*view, record.mapping);
+        if (record.mapping.path == "[vdso]") {
+          view->exec_mapping_since_ns = 0;  // an exec's last mapping: its image starts next
+          execs_end_with_vdso_ = true;      // this kernel sends them
+        }
         noted(record.pid, record.time_ns);
         touch(record.pid);
         break;
@@ -819,11 +824,17 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         break;
     }
   }
+  const uint64_t now_ns = monotonic_ns();
   for (int32_t pid : order) {
     auto it = views.find(pid);
     if (it == views.end()) continue;
     RecordView& view = it->second;
-    if (view.mappings.empty()) {
+    // An exec still mapping its image (kExecMappingWaitNs): nothing can
+    // walk it yet. An exited one is published now, to be named.
+    const bool image_not_started = execs_end_with_vdso_ && view.exec_mapping_since_ns != 0 && !view.exited &&
+                                   now_ns - view.exec_mapping_since_ns < kExecMappingWaitNs;
+    if (image_not_started && !view.mappings.empty()) count(&ProcessTrackerStats::publishes_held_for_exec);
+    if (view.mappings.empty() || image_not_started) {
       // An exec whose mappings come in a later batch.
       if (view.exited) continue;
       if (pending_record_views_.size() >= kMaxPendingRecordViews) {
@@ -840,6 +851,20 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
       pending_record_views_[pid] = std::move(view);
       continue;
     }
+    publish_record_view(pid, view);
+  }
+  // Held for an exec whose [vdso] record never came (lost): published once
+  // the wait is over, at the first wake-up after it.
+  std::vector<int32_t> overdue;
+  for (const auto& [pid, view] : pending_record_views_) {
+    if (view.exec_mapping_since_ns != 0 && !view.mappings.empty() &&
+        now_ns - view.exec_mapping_since_ns >= kExecMappingWaitNs) {
+      overdue.push_back(pid);
+    }
+  }
+  for (int32_t pid : overdue) {
+    RecordView view = std::move(pending_record_views_[pid]);
+    pending_record_views_.erase(pid);
     publish_record_view(pid, view);
   }
 }

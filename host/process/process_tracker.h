@@ -41,6 +41,7 @@ struct ProcessTrackerStats {
   uint64_t described_from_records = 0;  // processes described (or re-described) from the kernel's records
   uint64_t records_of_unknown = 0;  // fork/mmap records of processes known neither from records nor /proc
   uint64_t records_dropped = 0;     // records not applied: kMaxPendingRecordViews processes waiting already
+  uint64_t publishes_held_for_exec = 0;  // batches whose exec was still mapping its image (kExecMappingWaitNs)
   // Forks whose child the host did not write to process_info: the kernel
   // had copied the parent's entry, and it was the parent's latest.
   uint64_t forks_copied_in_kernel = 0;
@@ -149,6 +150,9 @@ class ProcessTracker {
     std::vector<ExecutableRef> executables;  // parallel; resolved[i] says if known
     std::vector<char> resolved;
     bool exited = false;
+    // CLOCK_MONOTONIC of an exec whose image is still being mapped: set by
+    // the exec's record, cleared by its [vdso] (see kExecMappingWait).
+    uint64_t exec_mapping_since_ns = 0;
     uint64_t first_record_ns = 0;  // CLOCK_MONOTONIC of the oldest record not yet published
     // As ProcessSnapshot's: 0 once the view changed since it was written.
     uint64_t in_process_info_since_ns = 0;
@@ -163,6 +167,15 @@ class ProcessTracker {
   // lived kFactsDelay, into their snapshot.
   void read_deferred_facts();
   static constexpr std::chrono::milliseconds kFactsDelay{20};
+  // An exec maps the executable, then its interpreter (ld.so), then the
+  // [vdso], all before execve returns: no sample can walk the new image
+  // until the last of them, so a view is published once, at the [vdso],
+  // not at each (a publish costs more than the wake-up that brought it).
+  // Only once some exec has shown a [vdso] record (a kernel that sends
+  // none never waits), and at most this long after the exec's record (a
+  // record lost in a full ring).
+  static constexpr uint64_t kExecMappingWaitNs = 2'000'000;
+  bool execs_end_with_vdso_ = false;  // the event thread's, as the views are
   // Takes references on the snapshot's executables, writes process_info
   // (asking the plugins which runtime it is, noted in the snapshot), stores
   // it as its pid's, and only then has the tables of files new to the host

@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -337,6 +338,85 @@ TEST_F(ProcessTrackerRecordsTest, MmapOfAProcessKnownNeitherWayIsCounted) {
                           task(PERF_RECORD_FORK, exited_pid(), pid, 2)});
   EXPECT_EQ(known(pid), nullptr);
   EXPECT_EQ(tracker_.stats().records_of_unknown, 2u);
+}
+
+uint64_t now_monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// An exec maps its executable, ld.so and the [vdso] before execve returns:
+// once an exec has shown its [vdso] record, a later exec's view is published
+// once, at its [vdso], not at each mapping (nothing walks the image before).
+TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
+  const auto own = own_executable_mappings();
+  ASSERT_GE(own.size(), 2u);
+  const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
+
+  // Before any exec showed a [vdso], nothing is held: each batch publishes.
+  const int32_t first = exited_pid();
+  uint64_t t = now_monotonic_ns();
+  tracker_.apply_records({exec(first, "first", t), mmap(first, own[0], t + 1)});
+  ASSERT_NE(known(first), nullptr);
+  EXPECT_EQ(known(first)->comm, "first");
+  tracker_.apply_records({mmap(first, vdso, t + 2)});  // learned: execs end with a [vdso]
+  EXPECT_EQ(tracker_.stats().publishes_held_for_exec, 0u);
+  const uint64_t described_before = tracker_.stats().described_from_records;
+
+  const int32_t second = exited_pid();
+  t = now_monotonic_ns();
+  tracker_.apply_records({exec(second, "second", t)});
+  tracker_.apply_records({mmap(second, own[0], t + 1)});
+  EXPECT_EQ(known(second), nullptr) << "published before its image was whole";
+  tracker_.apply_records({mmap(second, own[1], t + 2)});
+  EXPECT_EQ(known(second), nullptr) << "published before its [vdso]";
+  EXPECT_EQ(tracker_.stats().publishes_held_for_exec, 2u);
+  tracker_.apply_records({mmap(second, vdso, t + 3)});
+  auto whole = known(second);
+  ASSERT_NE(whole, nullptr) << "not published at its [vdso]";
+  EXPECT_EQ(whole->comm, "second");
+  EXPECT_EQ(whole->mappings.size(), 3u);
+  EXPECT_EQ(tracker_.stats().described_from_records, described_before + 1) << "published more than once";
+
+  // A mapping after the image started (ld.so loading libc) is published at once.
+  const ProcMapping later = mapping(0x10000, 0x20000, 0, "/nonexistent/libafter.so");
+  tracker_.apply_records({mmap(second, later, t + 4)});
+  EXPECT_EQ(known(second)->mappings.size(), 4u);
+
+  // One that exited while mapping is published all the same, to be named.
+  const int32_t exited = exited_pid();
+  t = now_monotonic_ns();
+  tracker_.apply_records({exec(exited, "exited", t), mmap(exited, own[0], t + 1),
+                          task(PERF_RECORD_EXIT, exited, 1, t + 2)});
+  ASSERT_NE(known(exited), nullptr);
+  EXPECT_TRUE(known(exited)->exited);
+}
+
+// A [vdso] record lost (a full ring): the view is published once the wait
+// is over, at the next batch, even one with nothing of that process.
+TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWait) {
+  const auto own = own_executable_mappings();
+  const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
+  const int32_t teacher = exited_pid();
+  uint64_t t = now_monotonic_ns();
+  tracker_.apply_records({exec(teacher, "teacher", t), mmap(teacher, own[0], t + 1), mmap(teacher, vdso, t + 2)});
+
+  const int32_t pid = exited_pid();
+  t = now_monotonic_ns();
+  tracker_.apply_records({exec(pid, "novdso", t), mmap(pid, own[0], t + 1)});
+  EXPECT_EQ(known(pid), nullptr);
+  usleep(5000);  // past kExecMappingWaitNs (2 ms)
+  tracker_.apply_records({});
+  auto published = known(pid);
+  ASSERT_NE(published, nullptr) << "held for ever once its [vdso] record was lost";
+  EXPECT_EQ(published->comm, "novdso");
+
+  // An exec record older than the wait is not held at all.
+  const int32_t old = exited_pid();
+  t = now_monotonic_ns() - 10'000'000;
+  tracker_.apply_records({exec(old, "old", t), mmap(old, own[0], t + 1)});
+  EXPECT_NE(known(old), nullptr);
 }
 
 }  // namespace
