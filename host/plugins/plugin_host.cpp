@@ -164,8 +164,8 @@ std::vector<std::string> PluginHost::find_plugin_files(const std::vector<std::st
     std::vector<std::string> here;
     auto entries = list_directory(dir);
     if (!entries) {
-      // The plugins read before the error are still offered; the log says
-      // which directory may hold more.
+      // The other directories' plugins are still offered; the log names
+      // the directory whose plugins are missing.
       log().error("plugins: {}", entries.error().message);
       continue;
     }

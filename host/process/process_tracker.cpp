@@ -832,7 +832,7 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
     // An exec still mapping its image (kExecMappingWaitNs): nothing can
     // walk it yet. An exited one is published now, to be named.
     const bool image_not_started = execs_end_with_vdso_ && view.exec_mapping_since_ns != 0 && !view.exited &&
-                                   now_ns - view.exec_mapping_since_ns < kExecMappingWaitNs;
+                                   now_ns - view.exec_mapping_since_ns < exec_mapping_wait_ns_;
     if (image_not_started && !view.mappings.empty()) count(&ProcessTrackerStats::publishes_held_for_exec);
     if (view.mappings.empty() || image_not_started) {
       // An exec whose mappings come in a later batch.
@@ -858,7 +858,7 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
   std::vector<int32_t> overdue;
   for (const auto& [pid, view] : pending_record_views_) {
     if (view.exec_mapping_since_ns != 0 && !view.mappings.empty() &&
-        now_ns - view.exec_mapping_since_ns >= kExecMappingWaitNs) {
+        now_ns - view.exec_mapping_since_ns >= exec_mapping_wait_ns_) {
       overdue.push_back(pid);
     }
   }

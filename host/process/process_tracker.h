@@ -41,7 +41,7 @@ struct ProcessTrackerStats {
   uint64_t described_from_records = 0;  // processes described (or re-described) from the kernel's records
   uint64_t records_of_unknown = 0;  // fork/mmap records of processes known neither from records nor /proc
   uint64_t records_dropped = 0;     // records not applied: kMaxPendingRecordViews processes waiting already
-  uint64_t publishes_held_for_exec = 0;  // batches whose exec was still mapping its image (kExecMappingWaitNs)
+  uint64_t publishes_held_for_exec = 0;  // batches whose exec was still mapping its image (held for its [vdso])
   // Forks whose child the host did not write to process_info: the kernel
   // had copied the parent's entry, and it was the parent's latest.
   uint64_t forks_copied_in_kernel = 0;
@@ -71,6 +71,12 @@ class ProcessTracker {
   // fork (the omniprof_fork program is attached): then a child described
   // only by its fork record is not written again.
   void set_fork_copies(bool active) { fork_copies_ = active; }
+  // How long past an exec's record its view may be held for its [vdso]
+  // (kExecMappingWaitNs): tests lengthen it so that a slow machine does not
+  // end the wait before they look, or shorten it to see it end.
+  void set_exec_mapping_wait(std::chrono::nanoseconds wait) {
+    exec_mapping_wait_ns_ = static_cast<uint64_t>(wait.count());
+  }
 
   // A file the start-up scan found mapped: its id and its path as mapped.
   struct ScannedFile {
@@ -151,7 +157,7 @@ class ProcessTracker {
     std::vector<char> resolved;
     bool exited = false;
     // CLOCK_MONOTONIC of an exec whose image is still being mapped: set by
-    // the exec's record, cleared by its [vdso] (see kExecMappingWait).
+    // the exec's record, cleared by its [vdso] (see kExecMappingWaitNs).
     uint64_t exec_mapping_since_ns = 0;
     uint64_t first_record_ns = 0;  // CLOCK_MONOTONIC of the oldest record not yet published
     // As ProcessSnapshot's: 0 once the view changed since it was written.
@@ -175,6 +181,7 @@ class ProcessTracker {
   // none never waits), and at most this long after the exec's record (a
   // record lost in a full ring).
   static constexpr uint64_t kExecMappingWaitNs = 2'000'000;
+  uint64_t exec_mapping_wait_ns_ = kExecMappingWaitNs;
   bool execs_end_with_vdso_ = false;  // the event thread's, as the views are
   // Takes references on the snapshot's executables, writes process_info
   // (asking the plugins which runtime it is, noted in the snapshot), stores

@@ -350,6 +350,9 @@ uint64_t now_monotonic_ns() {
 // once an exec has shown its [vdso] record, a later exec's view is published
 // once, at its [vdso], not at each mapping (nothing walks the image before).
 TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
+  // Long enough that no stall of a loaded machine between the records'
+  // time and apply_records ends the wait this test looks at.
+  tracker_.set_exec_mapping_wait(std::chrono::seconds(60));
   const auto own = own_executable_mappings();
   ASSERT_GE(own.size(), 2u);
   const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
@@ -396,6 +399,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
 // A [vdso] record lost (a full ring): the view is published once the wait
 // is over, at the next batch, even one with nothing of that process.
 TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWait) {
+  tracker_.set_exec_mapping_wait(std::chrono::milliseconds(200));
   const auto own = own_executable_mappings();
   const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
   const int32_t teacher = exited_pid();
@@ -406,7 +410,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWa
   t = now_monotonic_ns();
   tracker_.apply_records({exec(pid, "novdso", t), mmap(pid, own[0], t + 1)});
   EXPECT_EQ(known(pid), nullptr);
-  usleep(5000);  // past kExecMappingWaitNs (2 ms)
+  usleep(250000);  // past the wait (200 ms)
   tracker_.apply_records({});
   auto published = known(pid);
   ASSERT_NE(published, nullptr) << "held for ever once its [vdso] record was lost";
@@ -414,7 +418,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWa
 
   // An exec record older than the wait is not held at all.
   const int32_t old = exited_pid();
-  t = now_monotonic_ns() - 10'000'000;
+  t = now_monotonic_ns() - 1'000'000'000;
   tracker_.apply_records({exec(old, "old", t), mmap(old, own[0], t + 1)});
   EXPECT_NE(known(old), nullptr);
 }
