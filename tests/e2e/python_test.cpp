@@ -103,18 +103,20 @@ Recording make_recording(const Interpreter& python) {
   const std::string profile = dir + "/profile.pb.gz", log = dir + "/record.log";
   const std::string kept_profile = dir + "/profile-kept.pb.gz", names_out = dir + "/folding-names.txt";
   const std::string cext_ready = dir + "/cext-ready.txt";
+  const std::string shares_ready = dir + "/shares-ready.txt", exits_ready = dir + "/exits-ready.txt";
   r.folded_profile = profile;
 
   // The shares are judged to 5 points, which takes many samples of that one
   // thread, in long stretches on a CPU: it runs at a higher priority than
   // the other workloads (eight busy threads in all, on two cores in CI).
   // We are root; were we not, nice would say so and run it unchanged.
-  BackgroundProcess shares({"nice", "-n", "-5", python.path, script("python_shares.py"), kWorkloadSeconds, shares_out});
+  BackgroundProcess shares({"nice", "-n", "-5", python.path, script("python_shares.py"), kWorkloadSeconds, shares_out,
+                            shares_ready});
   BackgroundProcess mixed({python.path, script("python_mixed.py"), kWorkloadSeconds, workload("libburn_cpu.so")});
   BackgroundProcess recursion(
       {python.path, script("python_recursion.py"), std::to_string(kRecursionDepth), kWorkloadSeconds});
   BackgroundProcess threads({python.path, script("python_threads.py"), kWorkloadSeconds, threads_out});
-  BackgroundProcess exits({python.path, script("python_exits.py"), kExitingSeconds});
+  BackgroundProcess exits({python.path, script("python_exits.py"), kExitingSeconds, exits_ready});
   BackgroundProcess native({workload("chain"), kWorkloadSeconds});
   BackgroundProcess folding({python.path, script("python_folding.py"), "burn", kWorkloadSeconds});
   BackgroundProcess names({python.path, script("python_folding.py"), "names", kWorkloadSeconds, names_out});
@@ -122,11 +124,22 @@ Recording make_recording(const Interpreter& python) {
   r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
   r.threads = threads.pid(), r.exits = exits.pid(), r.native = native.pid();
   r.folding = folding.pid(), r.names = names.pid(), r.cext = cext.pid();
-  // The threads' tids are known once all three run; python_exits.py must
-  // have its SIGUSR1 handler before the signal comes.
+  // The threads' tids are known once all three run.
   if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
     r.failure = "python_threads.py wrote no " + threads_out;
     return r;
+  }
+  // The signals' handlers are in place before the signals come: the default
+  // action of SIGUSR1 ends the process, and an interpreter starting among
+  // eight busy threads on an emulated guest can take many seconds to get
+  // there.
+  const std::pair<std::string, const char*> handlers_ready[] = {{shares_ready, "python_shares.py"},
+                                                                 {exits_ready, "python_exits.py"}};
+  for (const auto& [ready, who] : handlers_ready) {
+    if (!wait_for_file(ready, std::chrono::seconds(60))) {
+      r.failure = std::string(who) + " wrote no " + ready + " (its signal handlers are not in place)";
+      return r;
+    }
   }
   // The C extensions' loop has begun (nothing of its set-up in the profile).
   if (!wait_for_file(cext_ready, std::chrono::seconds(60))) {

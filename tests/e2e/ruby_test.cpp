@@ -112,11 +112,13 @@ Recording make_recording(const Interpreter& ruby) {
   Recording r;
   const std::string dir = temp_dir("ruby-" + ruby.name);
   const std::string shares_out = dir + "/shares.txt", threads_out = dir + "/threads.txt";
+  const std::string shares_ready = dir + "/shares-ready.txt";
 
   // The shares are judged to 5 points, which takes many samples of its
   // thread: it runs at a higher priority than the other workloads (eight
   // busy threads on two cores in CI).
-  BackgroundProcess shares({"nice", "-n", "-10", ruby.path, script("ruby_shares.rb"), kWorkloadSeconds, shares_out});
+  BackgroundProcess shares({"nice", "-n", "-10", ruby.path, script("ruby_shares.rb"), kWorkloadSeconds, shares_out,
+                            shares_ready});
   BackgroundProcess mixed({ruby.path, script("ruby_mixed.rb"), kWorkloadSeconds});
   BackgroundProcess recursion({ruby.path, script("ruby_recursion.rb"), std::to_string(kRecursionDepth), kWorkloadSeconds});
   BackgroundProcess threads({ruby.path, script("ruby_threads.rb"), kWorkloadSeconds, threads_out});
@@ -128,6 +130,12 @@ Recording make_recording(const Interpreter& ruby) {
   r.folding = folding.pid();
   if (!wait_for_file(threads_out, std::chrono::seconds(60))) {
     r.failure = "ruby_threads.rb wrote no " + threads_out;
+    return r;
+  }
+  // Its signal handlers are in place before the signals come (the default
+  // action of SIGUSR1 ends the process).
+  if (!wait_for_file(shares_ready, std::chrono::seconds(60))) {
+    r.failure = "ruby_shares.rb wrote no " + shares_ready + " (its signal handlers are not in place)";
     return r;
   }
   // ruby_shares.rb's own CPU clock counts while the profile does.

@@ -2,7 +2,10 @@
 # exiting_hot under exiting_caller for SECONDS and exits: a process that ends
 # in the middle of a profiling round.
 #
-#   python python_exits.py SECONDS
+#   python python_exits.py SECONDS READY_FILE
+#
+# READY_FILE is created once the SIGUSR1 handler is in place (before that
+# the signal would end the process).
 from __future__ import print_function
 
 import signal
@@ -31,6 +34,7 @@ def exiting_caller(seconds):
 
 
 signal.signal(signal.SIGUSR1, on_sigusr1)
+open(sys.argv[2], "w").close()
 give_up = time.time() + 300
 while not go and time.time() < give_up:
     time.sleep(0.05)

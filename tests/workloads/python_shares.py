@@ -9,7 +9,12 @@
 # sample, as noisy as the profile (and on 2.7 it reads only when it wins the
 # GIL). This is ruby_shares.rb's design.
 #
-#   python python_shares.py SECONDS OUT_FILE
+#   python python_shares.py SECONDS OUT_FILE READY_FILE
+#
+# READY_FILE is created once the signal handlers are in place: a signal
+# sent before that would end the process (the default action), and a
+# process starting among eight busy threads on an emulated guest can take
+# many seconds to get there.
 #
 # Runs SECONDS or until SIGTERM, then writes one line per hot function to
 # OUT_FILE: "NAME FIRST_LINE LAST_LINE CPU_MICROSECONDS" (FIRST_LINE is the
@@ -135,6 +140,7 @@ def main():
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGUSR1, on_sigusr)
     signal.signal(signal.SIGUSR2, on_sigusr)
+    open(sys.argv[3], "w").close()
     # One unit of work lasts about 5 ms, so a round of the three (50 ms) spans
     # several samples at any frequency: no aliasing with the sampler.
     start = time.time()

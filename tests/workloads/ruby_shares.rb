@@ -9,7 +9,10 @@
 # the thread waits for a CPU (eight busy threads share two in CI), which a
 # CPU profiler rightly does not.
 #
-#   ruby ruby_shares.rb SECONDS OUT_FILE
+#   ruby ruby_shares.rb SECONDS OUT_FILE READY_FILE
+#
+# READY_FILE is created once the signal handlers are in place: a signal
+# sent before that would end the process.
 #
 # Runs SECONDS or until SIGTERM, then writes one line per hot method to
 # OUT_FILE: "NAME FIRST_LINE LAST_LINE CPU_MICROSECONDS" (FIRST_LINE is the
@@ -99,6 +102,7 @@ Signal.trap("TERM") { stopping[0] = true }
 counting = [false]
 Signal.trap("USR1") { counting[0] = true }
 Signal.trap("USR2") { counting[0] = false }
+File.write(ARGV.fetch(2), "")
 
 shares = Shares.new(counting)
 shares.run(Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds, stopping)
