@@ -229,9 +229,12 @@ Result<void> Agent::start() {
   event_thread_ = std::thread([this] {
     event_loop_->run(
         [this](int timeout_ms) {
-          epoll_event ready[2];
-          int n = epoll_wait(event_epoll_.get(), ready, 2, timeout_ms);
+          epoll_event ready[3];
+          int n = epoll_wait(event_epoll_.get(), ready, 3, timeout_ms);
           if (n < 0) return -errno;
+          for (int i = 0; i < n; ++i) {
+            if (ready[i].data.fd == event_loop_->wake_fd()) event_loop_->clear_wake();
+          }
           // Records first: a process BPF asks about (unknown, or a pc in
           // no known mapping) is often one they describe.
           int handled = 0;
@@ -243,12 +246,15 @@ Result<void> Agent::start() {
           int events = ring_buffer__consume(events_);
           return events < 0 ? events : handled + events;
         },
-        stopping_);
+        stopping_,
+        // Held views and deferred reads are due at a time no record brings.
+        [this] { return process_records_ ? processes_->ms_until_due() : -1; });
   });
 
   // Plugins read, while processes live, what they will need to name frames
-  // at the round's end (plugin.h: tick): every 200 ms, and at once when a
-  // walk noted something new (a process may live only milliseconds more).
+  // at the round's end (plugin.h: tick): at once when a walk noted something
+  // new (a process may live only milliseconds more), and every kTickInterval
+  // in case a TICK_DUE event was lost (the events ring full).
   // Requests that come while a tick runs make one more tick after it.
   tick_thread_ = std::thread([this] {
     while (!stopping_.load()) {
@@ -256,7 +262,7 @@ Result<void> Agent::start() {
         if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
       }
       std::unique_lock<std::mutex> lock(tick_mutex_);
-      if (tick_wakeup_.wait_for(lock, std::chrono::milliseconds(200),
+      if (tick_wakeup_.wait_for(lock, kTickInterval,
                                 [this] { return stopping_.load() || tick_due_; }) &&
           tick_due_) {
         ticks_on_request_.fetch_add(1, std::memory_order_relaxed);
@@ -311,6 +317,9 @@ Result<void> Agent::open_process_records() {
     return ok();
   };
   if (auto r = watch(ring_buffer__epoll_fd(events_), "events ring buffer"); !r) return r;
+  if (event_loop_->wake_fd() >= 0) {
+    if (auto r = watch(event_loop_->wake_fd(), "event thread's eventfd"); !r) return r;
+  }
   // With -p the samples are of those processes alone: /proc tells the rest.
   if (!config_.pids.empty()) return ok();
   if (kernel_feature_hidden("process_records")) {
@@ -337,6 +346,7 @@ void Agent::stop() {
     stopping_ = true;
   }
   tick_wakeup_.notify_all();
+  if (event_loop_) event_loop_->wake();
   // The scan stops between processes (a table build under way finishes).
   if (startup_scan_thread_.joinable()) startup_scan_thread_.join();
   if (event_thread_.joinable()) event_thread_.join();

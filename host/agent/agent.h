@@ -130,12 +130,14 @@ class Agent {
   // (whole-machine profiling on a kernel that gives them); null: processes
   // are read from /proc when first sampled.
   std::unique_ptr<ProcessRecordStream> process_records_;
-  UniqueFd event_epoll_;  // the events ring buffer and the process records
+  UniqueFd event_epoll_;  // the events ring buffer, the process records, the event loop's eventfd
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
-  // Calls each plugin's tick hook every 200 ms while sampling, and at once
-  // when a walk noted something new for it (OMNIPROF_EVENT_TICK_DUE).
+  // Calls each plugin's tick hook at once when a walk noted something new
+  // for it (OMNIPROF_EVENT_TICK_DUE), and every kTickInterval while
+  // sampling, for a TICK_DUE event the full events ring lost.
   std::thread tick_thread_;
+  static constexpr std::chrono::milliseconds kTickInterval{1000};
   std::mutex tick_mutex_;
   std::condition_variable tick_wakeup_;
   bool tick_due_ = false;                       // under tick_mutex_

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -27,7 +29,26 @@ const char* event_type_name(uint32_t type) {
 
 }  // namespace
 
-EventLoop::EventLoop(Handler handler, Sleep sleep) : handler_(std::move(handler)), sleep_(std::move(sleep)) {}
+EventLoop::EventLoop(Handler handler, Sleep sleep)
+    : handler_(std::move(handler)), sleep_(std::move(sleep)), wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!wake_fd_.valid()) {
+    log().warn("event thread: cannot make its eventfd ({}); it polls every {} ms", strerror(errno),
+               kNoWakeFdTimeoutMs);
+  }
+}
+
+void EventLoop::wake() {
+  if (!wake_fd_.valid()) return;
+  uint64_t one = 1;
+  // EAGAIN: the counter is full, so the poll is woken already.
+  (void)!write(wake_fd_.get(), &one, sizeof(one));
+}
+
+void EventLoop::clear_wake() {
+  if (!wake_fd_.valid()) return;
+  uint64_t count = 0;
+  (void)!read(wake_fd_.get(), &count, sizeof(count));
+}
 
 void EventLoop::default_sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
 
@@ -78,9 +99,12 @@ void EventLoop::handle(const omniprof_event& event) noexcept {
 }
 
 void EventLoop::post(const omniprof_event& request) {
-  std::lock_guard<std::mutex> lock(posted_mutex_);
-  posted_.push_back(request);
-  posted_count_++;
+  {
+    std::lock_guard<std::mutex> lock(posted_mutex_);
+    posted_.push_back(request);
+    posted_count_++;
+  }
+  wake();
 }
 
 bool EventLoop::wait_for_posted(std::chrono::milliseconds timeout) {
@@ -104,10 +128,13 @@ void EventLoop::handle_posted() {
   posted_handled_.notify_all();
 }
 
-void EventLoop::run(const Poll& poll, const std::atomic<bool>& stop) {
+void EventLoop::run(const Poll& poll, const std::atomic<bool>& stop, const NextDue& next_due) {
   std::chrono::milliseconds backoff{0};
+  const int longest = wake_fd_.valid() ? kMaxPollTimeoutMs : kNoWakeFdTimeoutMs;
   while (!stop.load()) {
-    int n = poll(kPollTimeoutMs);
+    int timeout = next_due ? next_due() : -1;
+    if (timeout < 0 || timeout > longest) timeout = longest;
+    int n = poll(timeout);
     handle_posted();
     if (n >= 0 || n == -EINTR) {
       backoff = std::chrono::milliseconds(0);

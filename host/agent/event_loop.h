@@ -5,6 +5,12 @@
 // handled (too short, or its handler throws) is logged with its type and pid
 // and counted; a poll that fails (other than EINTR) is logged and counted and
 // retried after a back-off that doubles up to kMaxBackoff.
+//
+// It sleeps until something comes: a record, a posted request or stop (both
+// write wake_fd(), which the poll watches), or the time its owner says work
+// is due without a record (the process tracker's held views); at the latest
+// after kMaxPollTimeoutMs. An idle machine wakes it about once a second, not
+// ten times.
 #pragma once
 
 #include <atomic>
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "omniprof/bpf/abi.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 
@@ -27,17 +34,28 @@ class EventLoop {
   // how many it handled or a negative errno (ring_buffer__poll's contract).
   using Poll = std::function<int(int timeout_ms)>;
   using Sleep = std::function<void(std::chrono::milliseconds)>;
+  // Milliseconds until work is due that no record brings (-1: none).
+  using NextDue = std::function<int()>;
 
   explicit EventLoop(Handler handler, Sleep sleep = default_sleep);
 
   // One record, as the ring buffer's callback. Never throws: libbpf is C,
   // an exception must not unwind through it. Always returns 0 (go on).
   int dispatch(const void* data, size_t size) noexcept;
-  // Polls until `stop` is set (checked at least every kPollTimeoutMs).
-  void run(const Poll& poll, const std::atomic<bool>& stop);
+  // Polls until `stop` is set and wake() called, each poll waiting what
+  // `next_due` says (none given: kMaxPollTimeoutMs), at most
+  // kMaxPollTimeoutMs.
+  void run(const Poll& poll, const std::atomic<bool>& stop, const NextDue& next_due = {});
   // A request handled as a record is, on the event thread, after its next
-  // poll. Safe from any thread.
+  // poll, which it ends. Safe from any thread.
   void post(const omniprof_event& request);
+  // Ends the poll under way (after setting `stop`, say). Safe from any thread.
+  void wake();
+  // Readable once wake() or post() was called; the poll must watch it and
+  // call clear_wake() when it is. -1 if the eventfd could not be made (the
+  // poll then waits at most kNoWakeFdTimeoutMs).
+  int wake_fd() const { return wake_fd_.get(); }
+  void clear_wake();
   // Waits until every request posted before the call is handled; false if
   // `timeout` passed first.
   bool wait_for_posted(std::chrono::milliseconds timeout);
@@ -45,7 +63,8 @@ class EventLoop {
   uint64_t event_errors() const { return event_errors_.load(); }
   uint64_t poll_errors() const { return poll_errors_.load(); }
 
-  static constexpr int kPollTimeoutMs = 100;
+  static constexpr int kMaxPollTimeoutMs = 1000;
+  static constexpr int kNoWakeFdTimeoutMs = 100;
   static constexpr std::chrono::milliseconds kFirstBackoff{10};
   static constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
@@ -58,6 +77,7 @@ class EventLoop {
   Sleep sleep_;
   std::atomic<uint64_t> event_errors_{0};
   std::atomic<uint64_t> poll_errors_{0};
+  UniqueFd wake_fd_;
   std::mutex posted_mutex_;
   std::condition_variable posted_handled_;
   std::vector<omniprof_event> posted_;  // under posted_mutex_

@@ -1,6 +1,8 @@
 #include "agent/round_samples.h"
 
 #include <algorithm>
+#include <array>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace omniprof {
@@ -121,23 +123,34 @@ void RoundSamples::clear() {
 Result<void> drain_into(BpfMaps& maps, RoundSamples& round) {
   auto drained = maps.drain_stack_counts();
   if (!drained) return drained.error();
+  // Every stack this drain's counts reference, and those the round has not
+  // read yet (read all at once: a pass over stack_traces in batches).
   std::unordered_set<uint64_t> referenced;
-  for (auto& [key, count] : *drained) {
-    for (auto [id, len] : {std::pair<uint64_t, uint32_t>{key.user_stack_id, key.user_stack_len},
-                           std::pair<uint64_t, uint32_t>{key.kernel_stack_id, key.kernel_stack_len}}) {
+  std::unordered_map<uint64_t, uint32_t> wanted;
+  auto stacks_of = [](const omniprof_stack_key& key) {
+    return std::array<std::pair<uint64_t, uint32_t>, 2>{std::pair<uint64_t, uint32_t>{key.user_stack_id, key.user_stack_len},
+                                                        {key.kernel_stack_id, key.kernel_stack_len}};
+  };
+  for (const auto& [key, count] : *drained) {
+    for (auto [id, len] : stacks_of(key)) {
       if (id <= OMNIPROF_STACK_ID_LOST) continue;
       referenced.insert(id);
-      if (round.stacks.count(id)) continue;
-      auto stack = maps.read_stack(id, len);
-      if (stack) {
-        round.stacks.emplace(id, StackFrames{splice_interpreter_frames(*stack)});
+      if (!round.stacks.count(id)) wanted.emplace(id, len);
+    }
+  }
+  auto read = maps.read_stacks_and_sweep(wanted, referenced);
+  if (!read) return read.error();
+  for (auto& [key, count] : *drained) {
+    for (auto [id, len] : stacks_of(key)) {
+      if (id <= OMNIPROF_STACK_ID_LOST || round.stacks.count(id)) continue;
+      if (auto it = read->find(id); it != read->end()) {
+        round.stacks.emplace(id, StackFrames{splice_interpreter_frames(it->second)});
       } else {
         round.missing_stacks += count;
       }
     }
     round.counts[key] += count;
   }
-  if (auto r = maps.finalize_profile_loop(referenced); !r) return r;
   auto times = maps.drain_sample_times();
   if (!times) return times.error();
   for (const omniprof_sample_time& record : *times) round.times[record.key].push_back(record.ktime_ns);

@@ -6,10 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "bpf/bpf_support.h"
 #include "entry.skel.h"
 #include "log/logger.h"
 
@@ -128,6 +130,10 @@ Result<void> BpfMaps::load() {
     if (!map) return make_error(fmt::format("entry BPF object has no map {}", name));
     shared_fds_[name] = bpf_map__fd(map);
   }
+  if (kernel_feature_hidden("map_batch")) {
+    batch_ops_ = Support::kNo;
+    log().info("map batch operations hidden (OMNIPROF_HIDE_BPF_FEATURES): stacks and counts are read key by key");
+  }
   return update_tail_call(OMNIPROF_SLOT_STOP, bpf_program__fd(skel_->progs.omniprof_stop));
 }
 
@@ -179,8 +185,77 @@ Result<void> BpfMaps::set_debug_pids(const std::vector<int32_t>& pids) {
   return ok();
 }
 
+namespace {
+
+// Whether a batch operation's failure says the kernel has no batch
+// operations for this map (then the caller goes key by key), rather than
+// that this call went wrong.
+// ENOTSUPP (524) is the kernel's own, not in the uapi headers.
+bool batch_unsupported(int err) { return err == EINVAL || err == 524 || err == EOPNOTSUPP || err == ENOSYS; }
+
+}  // namespace
+
+// Walks a hash map in batches of up to `chunk` entries (BPF_MAP_LOOKUP_BATCH,
+// or BPF_MAP_LOOKUP_AND_DELETE_BATCH with `and_delete`), calling
+// `each(key, value)` for every entry. A bucket larger than the chunk
+// (ENOSPC, nothing copied) doubles the chunk and asks again.
+Result<void> BpfMaps::walk_in_batches(int fd, size_t key_size, size_t value_size, uint32_t chunk, bool and_delete,
+                                      const std::function<void(const void*, const void*)>& each) {
+  std::vector<uint8_t> keys(key_size * chunk), values(value_size * chunk);
+  // The batch token: a bucket index (u32) for hash maps; room for a key.
+  std::vector<uint8_t> in_token(std::max<size_t>(key_size, 8)), out_token(in_token.size());
+  bool first = true;
+  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  for (;;) {
+    uint32_t count = chunk;
+    void* in = first ? nullptr : in_token.data();
+    int ret = and_delete ? bpf_map_lookup_and_delete_batch(fd, in, out_token.data(), keys.data(), values.data(),
+                                                            &count, &opts)
+                         : bpf_map_lookup_batch(fd, in, out_token.data(), keys.data(), values.data(), &count, &opts);
+    const int err = ret < 0 ? errno : 0;
+    if (err != 0 && err != ENOENT) {
+      if (err == ENOSPC && count == 0 && chunk < (1u << 20)) {
+        chunk *= 2;
+        keys.resize(key_size * chunk);
+        values.resize(value_size * chunk);
+        continue;
+      }
+      if (batch_ops_ != Support::kYes && batch_unsupported(err)) {
+        batch_ops_ = Support::kNo;
+        log().info("BPF map batch operations unsupported ({}): stacks and counts are read key by key",
+                   errno_text(err));
+        return make_error(errno_text(err));
+      }
+      return make_error(errno_text(err));
+    }
+    batch_ops_ = Support::kYes;
+    for (uint32_t i = 0; i < count; ++i) each(&keys[i * key_size], &values[i * value_size]);
+    if (err == ENOENT) return ok();  // the last batch
+    std::swap(in_token, out_token);
+    first = false;
+  }
+}
+
 Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
   int fd = map_fd(OMNIPROF_MAP_STACK_COUNTS);
+  std::vector<StackCount> counts;
+  if (batch_ops_ != Support::kNo) {
+    auto walked = walk_in_batches(fd, sizeof(omniprof_stack_key), sizeof(uint64_t), kCountsBatch, true,
+                                  [&](const void* key, const void* value) {
+                                    StackCount c{};
+                                    std::memcpy(&c.key, key, sizeof(c.key));
+                                    std::memcpy(&c.count, value, sizeof(c.count));
+                                    counts.push_back(c);
+                                  });
+    if (walked) return counts;
+    if (batch_ops_ == Support::kYes) {
+      // The counts taken before the failure are kept: deleted from the map,
+      // they exist nowhere else.
+      log().error("cannot drain stack_counts in batches: {}; {} counts taken, the rest at the next drain",
+                  walked.error().message, counts.size());
+      return counts;
+    }
+  }
   std::vector<omniprof_stack_key> keys;
   omniprof_stack_key key{}, next{};
   for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
@@ -188,7 +263,6 @@ Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
     keys.push_back(next);
     key = next;
   }
-  std::vector<StackCount> counts;
   counts.reserve(keys.size());
   for (const auto& k : keys) {
     uint64_t value = 0;
@@ -232,29 +306,86 @@ Result<std::vector<omniprof_frame>> BpfMaps::read_stack(uint64_t stack_id, uint3
   return stored;
 }
 
-Result<void> BpfMaps::finalize_profile_loop(const std::unordered_set<uint64_t>& referenced) {
+Result<std::unordered_map<uint64_t, std::vector<omniprof_frame>>> BpfMaps::read_stacks_and_sweep(
+    const std::unordered_map<uint64_t, uint32_t>& wanted, const std::unordered_set<uint64_t>& referenced) {
   int fd = map_fd(OMNIPROF_MAP_STACK_TRACES);
+  std::unordered_map<uint64_t, std::vector<omniprof_frame>> stacks;
   std::vector<omniprof_stack_fragment_key> keys;
-  omniprof_stack_fragment_key key{}, next{};
-  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
-       err = bpf_map_get_next_key(fd, &key, &next)) {
-    keys.push_back(next);
-    key = next;
+  bool walked = false;
+  if (batch_ops_ != Support::kNo) {
+    // Fragments land in place as they come; a stack is whole once every
+    // fragment its length needs came (counted per stack).
+    std::unordered_map<uint64_t, uint32_t> fragments_seen;
+    auto batch = walk_in_batches(
+        fd, sizeof(omniprof_stack_fragment_key), sizeof(omniprof_stack_fragment), kFragmentsBatch, false,
+        [&](const void* key_bytes, const void* value) {
+          omniprof_stack_fragment_key k;
+          std::memcpy(&k, key_bytes, sizeof(k));
+          keys.push_back(k);
+          auto want = wanted.find(k.stack_id);
+          if (want == wanted.end()) return;
+          const uint32_t len = std::min<uint32_t>(want->second, OMNIPROF_MAX_STACK_DEPTH);
+          const uint64_t first = static_cast<uint64_t>(k.index) * OMNIPROF_FRAGMENT_FRAMES;
+          if (first >= len) return;
+          std::vector<omniprof_frame>& frames = stacks[k.stack_id];
+          frames.resize(len);
+          const uint32_t n = std::min<uint32_t>(OMNIPROF_FRAGMENT_FRAMES, len - static_cast<uint32_t>(first));
+          std::memcpy(&frames[first], static_cast<const omniprof_stack_fragment*>(value)->frames,
+                      n * sizeof(omniprof_frame));
+          fragments_seen[k.stack_id]++;
+        });
+    if (batch) {
+      walked = true;
+      for (auto it = stacks.begin(); it != stacks.end();) {
+        const uint32_t len = std::min<uint32_t>(wanted.at(it->first), OMNIPROF_MAX_STACK_DEPTH);
+        const uint32_t needed = (len + OMNIPROF_FRAGMENT_FRAMES - 1) / OMNIPROF_FRAGMENT_FRAMES;
+        it = fragments_seen[it->first] == needed ? std::next(it) : stacks.erase(it);
+      }
+    } else {
+      // This drain goes key by key: its counts are taken already.
+      if (batch_ops_ == Support::kYes) {
+        log().error("cannot read stack_traces in batches: {}; reading this drain's stacks key by key",
+                    batch.error().message);
+      }
+      keys.clear();
+      stacks.clear();
+    }
+  }
+  if (!walked) {
+    omniprof_stack_fragment_key key{}, next{};
+    for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
+         err = bpf_map_get_next_key(fd, &key, &next)) {
+      keys.push_back(next);
+      key = next;
+    }
+    for (const auto& [id, len] : wanted) {
+      if (auto stack = read_stack(id, len)) stacks.emplace(id, std::move(*stack));
+    }
   }
   // Fragments go with their stack: a stack unreferenced for two drains in a
   // row loses all of them (and so do fragments of a stack whose store failed
   // half-way, which no count ever references).
   std::unordered_set<uint64_t> unreferenced;
+  std::vector<omniprof_stack_fragment_key> doomed;
   for (const auto& k : keys) {
     if (referenced.count(k.stack_id)) continue;
     if (unreferenced_last_drain_.count(k.stack_id)) {
-      bpf_map_delete_elem(fd, &k);
+      doomed.push_back(k);
     } else {
       unreferenced.insert(k.stack_id);
     }
   }
   unreferenced_last_drain_ = std::move(unreferenced);
-  return ok();
+  size_t deleted = 0;
+  if (!doomed.empty() && batch_ops_ == Support::kYes) {
+    // Stops at the first key it cannot delete; the rest go one by one.
+    uint32_t count = static_cast<uint32_t>(doomed.size());
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_delete_batch(fd, doomed.data(), &count, &opts) == 0) count = static_cast<uint32_t>(doomed.size());
+    deleted = std::min<size_t>(count, doomed.size());
+  }
+  for (size_t i = deleted; i < doomed.size(); ++i) bpf_map_delete_elem(fd, &doomed[i]);
+  return stacks;
 }
 
 Result<void> BpfMaps::write_process_info(int32_t pid, const omniprof_process_info& info) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,20 +68,27 @@ class BpfMaps {
   // Keeps only these processes (with enable_pid_filter before load).
   Result<void> set_debug_pids(const std::vector<int32_t>& pids);
 
-  // Moves every count out of stack_counts (atomic lookup-and-delete where the
-  // kernel has it, 5.14+; lookup then delete before that).
+  // Moves every count out of stack_counts: in batches
+  // (BPF_MAP_LOOKUP_AND_DELETE_BATCH, a few syscalls a drain), else key by
+  // key (atomic lookup-and-delete where the kernel has it, 5.14+; lookup
+  // then delete before that). A batch failing half-way keeps the counts
+  // taken before it (logged); the rest wait for the next drain.
   Result<std::vector<StackCount>> drain_stack_counts();
   // Moves every record out of sample_times, oldest first (none unless
   // record_sample_times was set). Called after drain_stack_counts, by the
   // same thread.
   Result<std::vector<omniprof_sample_time>> drain_sample_times();
-  // The frames stored under `stack_id`, `len` long (from its key), as stored:
-  // interpreter frames after the native ones (splice_interpreter_frames).
-  Result<std::vector<omniprof_frame>> read_stack(uint64_t stack_id, uint32_t len) const;
-  // Deletes stacks no count has referenced for two drains in a row. Two, not
-  // one: a stack stored just after the counts were drained belongs to a
-  // count the next drain will see.
-  Result<void> finalize_profile_loop(const std::unordered_set<uint64_t>& referenced);
+  // The frames of each stack in `wanted` (stack id -> its length, from its
+  // key), as stored: interpreter frames after the native ones
+  // (splice_interpreter_frames); a stack not whole in the map is left out.
+  // Then deletes the stacks no count has referenced (`referenced`, this
+  // drain's) for two drains in a row. Two, not one: a stack stored just
+  // after the counts were drained belongs to a count the next drain will
+  // see. One pass over stack_traces in batches (BPF_MAP_LOOKUP_BATCH, the
+  // deletes in one BPF_MAP_DELETE_BATCH), else key by key (a syscall per
+  // fragment read, per key walked and per delete).
+  Result<std::unordered_map<uint64_t, std::vector<omniprof_frame>>> read_stacks_and_sweep(
+      const std::unordered_map<uint64_t, uint32_t>& wanted, const std::unordered_set<uint64_t>& referenced);
 
   Result<void> write_process_info(int32_t pid, const omniprof_process_info& info);
   void delete_process_info(int32_t pid);
@@ -112,6 +120,12 @@ class BpfMaps {
   int events_fd() const;
   entry_bpf* skeleton() { return skel_; }
   bool lookup_and_delete_supported() const { return lookup_and_delete_ == Support::kYes; }
+  // Whether the drains use batch operations (known after the first drain).
+  // OMNIPROF_HIDE_BPF_FEATURES=map_batch turns them off before it.
+  bool batch_ops_used() const { return batch_ops_ == Support::kYes; }
+  // Entries per batch call (a batch that meets a larger hash bucket grows).
+  static constexpr uint32_t kCountsBatch = 1024;
+  static constexpr uint32_t kFragmentsBatch = 256;
 
   static const std::vector<std::string>& shared_map_names();
 
@@ -138,6 +152,13 @@ class BpfMaps {
   std::unordered_map<std::string, int> shared_fds_;
   std::unordered_set<uint64_t> unreferenced_last_drain_;
   Support lookup_and_delete_ = Support::kUnknown;
+  Support batch_ops_ = Support::kUnknown;
+
+  // The frames stored under `stack_id`, `len` long, a lookup per fragment.
+  Result<std::vector<omniprof_frame>> read_stack(uint64_t stack_id, uint32_t len) const;
+  // See bpf_maps.cpp; sets batch_ops_ from what the kernel answers.
+  Result<void> walk_in_batches(int fd, size_t key_size, size_t value_size, uint32_t chunk, bool and_delete,
+                               const std::function<void(const void*, const void*)>& each);
 };
 
 }  // namespace omniprof

@@ -1,13 +1,16 @@
 // omniprof command line: record, run, plugins, config, debug, flamegraph. Fatal errors are exceptions
 // caught here; everything recoverable comes back as a Result.
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -37,10 +40,23 @@ using namespace omniprof;
 namespace {
 
 std::atomic<bool> g_stop{false};
+// Written by the signal handler, whichever thread it runs on, so the main
+// thread's sleep ends at once instead of polling g_stop (each poll a
+// wake-up of an otherwise idle agent).
+int g_stop_fd = -1;
 
-void on_signal(int) { g_stop = true; }
+void on_signal(int) {
+  g_stop = true;
+  if (g_stop_fd >= 0) {
+    const int saved = errno;
+    uint64_t one = 1;
+    (void)!write(g_stop_fd, &one, sizeof(one));
+    errno = saved;
+  }
+}
 
 void install_signal_handlers() {
+  if (g_stop_fd < 0) g_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -50,9 +66,16 @@ void install_signal_handlers() {
 
 // Sleeps up to `ms`, waking early on SIGINT/SIGTERM.
 void interruptible_sleep(int64_t ms) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!g_stop && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!g_stop) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return;
+    if (g_stop_fd < 0) {  // no eventfd: poll the flag
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(left, 50)));
+      continue;
+    }
+    pollfd wake{g_stop_fd, POLLIN, 0};
+    (void)poll(&wake, 1, static_cast<int>(left));
   }
 }
 

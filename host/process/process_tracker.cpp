@@ -734,6 +734,23 @@ void ProcessTracker::read_deferred_facts() {
   }
 }
 
+int ProcessTracker::ms_until_due() const {
+  std::optional<int64_t> due_ns;  // from now
+  auto consider = [&](int64_t ns) { due_ns = std::min(due_ns.value_or(ns), ns); };
+  if (!deferred_facts_.empty()) {
+    const auto left = deferred_facts_.front().second + kFactsDelay - std::chrono::steady_clock::now();
+    consider(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+  }
+  const uint64_t now_ns = monotonic_ns();
+  for (const auto& [pid, view] : pending_record_views_) {
+    if (view.exec_mapping_since_ns == 0 || view.mappings.empty()) continue;  // waits for records
+    consider(static_cast<int64_t>(view.exec_mapping_since_ns + exec_mapping_wait_ns_) - static_cast<int64_t>(now_ns));
+  }
+  if (!due_ns) return -1;
+  if (*due_ns <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>((*due_ns + 999'999) / 1'000'000, INT32_MAX));
+}
+
 void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
   records_active_ = true;
   read_deferred_facts();

@@ -112,6 +112,10 @@ class ProcessTracker {
   // named); an exit marks it exited. Once called, exec notices from BPF
   // (OMNIPROF_EVENT_EXEC) are left to the records.
   void apply_records(const std::vector<ProcessRecord>& records);
+  // Milliseconds (rounded up) until apply_records has work no record brings:
+  // a deferred facts read (kFactsDelay) or a held exec view's wait; -1 if
+  // none. The event thread sleeps that long at most. Event thread only.
+  int ms_until_due() const;
   // At most this many processes wait for the mmap records that complete
   // them (an exec seen, its first mapping not yet): a fork storm beyond it
   // drops records (counted), never grows memory without bound.

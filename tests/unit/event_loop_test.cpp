@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <errno.h>
+#include <poll.h>
 
 #include <atomic>
 #include <deque>
@@ -83,7 +84,7 @@ TEST(EventLoopTest, PollErrorsBackOffBoundedAndTheLoopGoesOn) {
   int polls = 0;
   loop.run(
       [&](int timeout_ms) {
-        EXPECT_EQ(timeout_ms, EventLoop::kPollTimeoutMs);
+        EXPECT_EQ(timeout_ms, EventLoop::kMaxPollTimeoutMs);
         polls++;
         if (polls <= 9) return -EIO;     // a broken buffer, for a while
         if (polls == 10) return -EINTR;  // a signal: not an error
@@ -126,6 +127,57 @@ TEST(EventLoopTest, PostedRequestsAreHandledAfterThePollAndWaitedFor) {
   thread.join();
   EXPECT_EQ(handled, (std::vector<uint32_t>{20, 21, 22}));
   EXPECT_EQ(loop.event_errors(), 0u);
+}
+
+// The poll waits what the owner says is due, never longer than
+// kMaxPollTimeoutMs, and the whole of that when nothing is due.
+TEST(EventLoopTest, PollWaitsUntilWorkIsDueAtMostTheLongestWait) {
+  EventLoop loop([](const omniprof_event&) {});
+  std::atomic<bool> stop{false};
+  const std::vector<int> due = {5, -1, 0, EventLoop::kMaxPollTimeoutMs + 1, 250};
+  std::vector<int> timeouts;
+  size_t next = 0;
+  loop.run(
+      [&](int timeout_ms) {
+        timeouts.push_back(timeout_ms);
+        if (timeouts.size() == due.size()) stop = true;
+        return 0;
+      },
+      stop, [&] { return due[next++]; });
+  EXPECT_EQ(timeouts, (std::vector<int>{5, EventLoop::kMaxPollTimeoutMs, 0, EventLoop::kMaxPollTimeoutMs, 250}));
+}
+
+// A request posted from another thread ends the poll under way (the poll
+// watches wake_fd()), and so does wake() after stop is set: neither waits
+// for the poll's timeout.
+TEST(EventLoopTest, PostAndWakeEndThePollThroughItsEventfd) {
+  std::vector<uint32_t> handled;  // on the loop's thread only
+  EventLoop loop([&](const omniprof_event& e) { handled.push_back(e.pid); });
+  ASSERT_GE(loop.wake_fd(), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> woken_by_fd{0};
+  std::thread thread([&] {
+    loop.run(
+        [&](int timeout_ms) {
+          pollfd fd{loop.wake_fd(), POLLIN, 0};
+          // Far longer than the test may take: only the eventfd ends it.
+          (void)timeout_ms;
+          int n = poll(&fd, 1, 120'000);
+          if (n == 1) {
+            woken_by_fd++;
+            loop.clear_wake();
+          }
+          return 0;
+        },
+        stop, [] { return -1; });
+  });
+  loop.post(event(OMNIPROF_EVENT_PROCESS_UNKNOWN, 31));
+  EXPECT_TRUE(loop.wait_for_posted(std::chrono::seconds(60)));
+  stop = true;
+  loop.wake();
+  thread.join();
+  EXPECT_EQ(handled, (std::vector<uint32_t>{31}));
+  EXPECT_GE(woken_by_fd.load(), 1);
 }
 
 // Every type the BPF side sends reaches the handler (none is taken for an

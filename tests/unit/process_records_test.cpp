@@ -355,6 +355,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
   tracker_.set_exec_mapping_wait(std::chrono::seconds(60));
   const auto own = own_executable_mappings();
   ASSERT_GE(own.size(), 2u);
+  EXPECT_EQ(tracker_.ms_until_due(), -1) << "nothing held, nothing deferred: the event thread may sleep";
   const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
 
   // Before any exec showed a [vdso], nothing is held: each batch publishes.
@@ -375,6 +376,10 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
   tracker_.apply_records({mmap(second, own[1], t + 2)});
   EXPECT_EQ(known(second), nullptr) << "published before its [vdso]";
   EXPECT_EQ(tracker_.stats().publishes_held_for_exec, 2u);
+  // The event thread wakes when the wait ends, even if no record comes.
+  const int due = tracker_.ms_until_due();
+  EXPECT_GT(due, 50'000);
+  EXPECT_LE(due, 60'000);
   tracker_.apply_records({mmap(second, vdso, t + 3)});
   auto whole = known(second);
   ASSERT_NE(whole, nullptr) << "not published at its [vdso]";

@@ -370,13 +370,14 @@ struct omniprof_plugin {
                                    void (*write)(void *context, const char *text, size_t len),
                                    void *context, char *error);
 
-  /* Optional. Called by the host about every 200 ms while it samples, and
-   * at once (within a millisecond or so) after a walk noted something new in
-   * a plugin's seen map (bpf/: OMNIPROF_SEEN_MAP, omniprof_note_seen), from
-   * one thread, under the instance's lock like every hook: the time to read
-   * what symbolize_frame will need from processes that may exit before the
-   * round ends (pyperf: the code objects its BPF program saw), while they
-   * still live: a process that runs 30 ms is gone long before 200 ms. */
+  /* Optional. Called by the host at once (within a millisecond or so) after
+   * a walk noted something new in a plugin's seen map (bpf/:
+   * OMNIPROF_SEEN_MAP, omniprof_note_seen), and about every second while it
+   * samples (for a notice the full events ring lost), from one thread, under
+   * the instance's lock like every hook: the time to read what
+   * symbolize_frame will need from processes that may exit before the round
+   * ends (pyperf: the code objects its BPF program saw), while they still
+   * live: a process that runs 30 ms is gone long before the periodic call. */
   void (*tick)(void *instance);
 
   /* Optional. A label the plugin's BPF program puts on samples
