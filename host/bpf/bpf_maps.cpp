@@ -421,9 +421,24 @@ void BpfMaps::clear_unwind_table_building(uint64_t file_id) {
 Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return make_error("cannot count possible CPUs");
-  std::vector<uint64_t> per_cpu(cpus);
   std::vector<uint64_t> totals(OMNIPROF_NUM_STATS, 0);
   int fd = map_fd(OMNIPROF_MAP_PERCPU_STATS);
+  if (batch_ops_ != Support::kNo) {
+    // All of them in one call: a value per CPU per key, keys in order.
+    std::vector<uint32_t> keys(OMNIPROF_NUM_STATS);
+    std::vector<uint64_t> values(static_cast<size_t>(OMNIPROF_NUM_STATS) * cpus);
+    uint32_t out_token = 0, count = OMNIPROF_NUM_STATS;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    int ret = bpf_map_lookup_batch(fd, nullptr, &out_token, keys.data(), values.data(), &count, &opts);
+    if ((ret == 0 || errno == ENOENT) && count == OMNIPROF_NUM_STATS) {
+      for (uint32_t k = 0; k < count; ++k) {
+        if (keys[k] >= OMNIPROF_NUM_STATS) continue;
+        for (int c = 0; c < cpus; ++c) totals[keys[k]] += values[static_cast<size_t>(k) * cpus + c];
+      }
+      return totals;
+    }
+  }
+  std::vector<uint64_t> per_cpu(cpus);
   for (uint32_t i = 0; i < OMNIPROF_NUM_STATS; ++i) {
     if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) {
       return make_error(fmt::format("cannot read percpu_stats[{}]: {}", i, errno_text(errno)));

@@ -5,6 +5,7 @@
 // same frames, and a stack no count referenced for two drains deleted with
 // all its fragments. The maps are written from here, as omniprof_stop would.
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,33 @@ TEST_P(StackDrainTest, CountsAndWholeStacksMoveOutAndUnreferencedStacksGoAfterTw
   EXPECT_EQ(bpf_map_lookup_elem(traces_fd, &kept, &back), 0);
   EXPECT_EQ(round.counts.size(), 1502u);  // the two later counts share one key
   EXPECT_EQ(round.total(), expected_total + 3);
+}
+
+// percpu_stats read whole (one batch, or a lookup per counter): each
+// counter summed over the CPUs.
+TEST_P(StackDrainTest, StatsAreEachCounterSummedOverTheCpus) {
+  OMNIPROF_REQUIRE_BPF();
+  auto opened = BpfMaps::open();
+  ASSERT_TRUE(opened) << opened.error().message;
+  BpfMaps& maps = **opened;
+  auto loaded = maps.load();
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  const int cpus = libbpf_num_possible_cpus();
+  ASSERT_GT(cpus, 0);
+  const int fd = maps.map_fd(OMNIPROF_MAP_PERCPU_STATS);
+  for (uint32_t stat : {0u, 3u, static_cast<uint32_t>(OMNIPROF_NUM_STATS - 1)}) {
+    std::vector<uint64_t> per_cpu(cpus);
+    for (int c = 0; c < cpus; ++c) per_cpu[c] = stat * 1000 + c + 1;
+    ASSERT_EQ(bpf_map_update_elem(fd, &stat, per_cpu.data(), BPF_ANY), 0) << strerror(errno);
+  }
+  auto stats = maps.read_stats();
+  ASSERT_TRUE(stats) << stats.error().message;
+  ASSERT_EQ(stats->size(), static_cast<size_t>(OMNIPROF_NUM_STATS));
+  const uint64_t n = static_cast<uint64_t>(cpus);
+  for (uint32_t stat : {0u, 3u, static_cast<uint32_t>(OMNIPROF_NUM_STATS - 1)}) {
+    EXPECT_EQ((*stats)[stat], stat * 1000 * n + n * (n + 1) / 2) << "counter " << stat;
+  }
+  EXPECT_EQ((*stats)[1], 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drains, StackDrainTest, ::testing::Values(false, true),
