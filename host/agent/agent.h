@@ -91,6 +91,7 @@ class Agent {
 
   uint64_t samples_in_round() const { return round_.total(); }
   // Every non-zero BPF and host counter, named.
+  // Called by one thread at a time (the main thread's rounds and record's end).
   std::vector<StatLine> stats() const;
   const PluginHost& plugins() const { return *plugins_; }
   const Config& config() const { return config_; }
@@ -143,6 +144,12 @@ class Agent {
   bool tick_due_ = false;                       // under tick_mutex_
   std::atomic<uint64_t> ticks_on_request_{0};  // ticks a TICK_DUE event started
   std::atomic<bool> stopping_{false};
+  // host.bpf_map_bytes, as last read (stats()), when, and with how many
+  // unwind shards then.
+  mutable uint64_t map_bytes_ = 0;
+  mutable std::chrono::steady_clock::time_point map_bytes_read_at_{};
+  mutable uint32_t map_bytes_shards_ = 0;
+  static constexpr std::chrono::seconds kMapBytesRefresh{60};
   // The start-up scan runs here, so that record can say how far it is and
   // bound its wait (startup.unwind_tables_wait_seconds).
   std::thread startup_scan_thread_;
