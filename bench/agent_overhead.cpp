@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
         std::printf("interp: skipped:%s\n", why.c_str());
         continue;
       }
-      const std::string w = OMNIPROF_SOURCE_WORKLOADS;
+      const std::string w = OMNIPROF_WORKLOADS_SOURCE_DIR;
       load.push_back(spawn({python, w + "/python_recursion.py", "30", lifetime}));
       load.push_back(spawn({python, w + "/python_folding.py", "burn", lifetime}));
       load.push_back(spawn({"ruby", w + "/ruby_recursion.rb", "100", lifetime}));

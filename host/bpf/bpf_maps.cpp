@@ -21,6 +21,18 @@ namespace {
 
 std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
+// Every key of a map, a syscall per key (BPF_MAP_GET_NEXT_KEY).
+template <typename Key>
+std::vector<Key> map_keys(int fd) {
+  std::vector<Key> keys;
+  Key key{}, next{};
+  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0; err = bpf_map_get_next_key(fd, &key, &next)) {
+    keys.push_back(next);
+    key = next;
+  }
+  return keys;
+}
+
 }  // namespace
 
 const std::vector<std::string>& BpfMaps::shared_map_names() {
@@ -167,14 +179,7 @@ Result<void> BpfMaps::clear_tail_call(uint32_t slot) {
 
 Result<void> BpfMaps::set_debug_pids(const std::vector<int32_t>& pids) {
   int fd = bpf_map__fd(skel_->maps.pid_filter);
-  uint32_t key = 0, next = 0;
-  std::vector<uint32_t> old;
-  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
-       err = bpf_map_get_next_key(fd, &key, &next)) {
-    old.push_back(next);
-    key = next;
-  }
-  for (uint32_t pid : old) bpf_map_delete_elem(fd, &pid);
+  for (uint32_t pid : map_keys<uint32_t>(fd)) bpf_map_delete_elem(fd, &pid);
   for (int32_t pid : pids) {
     uint32_t k = static_cast<uint32_t>(pid);
     uint8_t one = 1;
@@ -224,7 +229,6 @@ Result<void> BpfMaps::walk_in_batches(int fd, size_t key_size, size_t value_size
         batch_ops_ = Support::kNo;
         log().info("BPF map batch operations unsupported ({}): stacks and counts are read key by key",
                    errno_text(err));
-        return make_error(errno_text(err));
       }
       return make_error(errno_text(err));
     }
@@ -256,13 +260,7 @@ Result<std::vector<StackCount>> BpfMaps::drain_stack_counts() {
       return counts;
     }
   }
-  std::vector<omniprof_stack_key> keys;
-  omniprof_stack_key key{}, next{};
-  for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
-       err = bpf_map_get_next_key(fd, &key, &next)) {
-    keys.push_back(next);
-    key = next;
-  }
+  const std::vector<omniprof_stack_key> keys = map_keys<omniprof_stack_key>(fd);
   counts.reserve(keys.size());
   for (const auto& k : keys) {
     uint64_t value = 0;
@@ -352,12 +350,7 @@ Result<std::unordered_map<uint64_t, std::vector<omniprof_frame>>> BpfMaps::read_
     }
   }
   if (!walked) {
-    omniprof_stack_fragment_key key{}, next{};
-    for (int err = bpf_map_get_next_key(fd, nullptr, &next); err == 0;
-         err = bpf_map_get_next_key(fd, &key, &next)) {
-      keys.push_back(next);
-      key = next;
-    }
+    keys = map_keys<omniprof_stack_fragment_key>(fd);
     for (const auto& [id, len] : wanted) {
       if (auto stack = read_stack(id, len)) stacks.emplace(id, std::move(*stack));
     }
