@@ -99,7 +99,7 @@ TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
   OMNIPROF_REQUIRE_GO();
   // 600 frames of recursion: more than OMNIPROF_MAX_STACK_DEPTH (512), which
   // the bpf_loop walk (5.17+) reaches; before 5.17, the tail-call budget.
-  BackgroundProcess target({workload("recursion_nofp"), "20", "600"});
+  BackgroundProcess target({workload("recursion_nofp"), "120", "600"});
   std::string out = temp_dir("deep") + "/profile.pb.gz";
   auto result = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-p", std::to_string(target.pid()), "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -147,8 +147,8 @@ TEST(DwarfUnwindLimitsTest, DeepestStackIsCutAtTheDepthLimitAndCounted) {
 TEST(DwarfUnwindLimitsTest, WithoutBpfLoopStacksStayWholeUpToTheTailCallBudget) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess shallow({workload("recursion_nofp"), "20", "40"});
-  BackgroundProcess deep({workload("recursion_nofp"), "20", "600"});
+  BackgroundProcess shallow({workload("recursion_nofp"), "120", "40"});
+  BackgroundProcess deep({workload("recursion_nofp"), "120", "600"});
   std::string out = temp_dir("noloop") + "/profile.pb.gz";
   auto result = run_command({"/usr/bin/env", "OMNIPROF_HIDE_BPF_FEATURES=bpf_loop", OMNIPROF_BINARY, "record",
                              "-d", "4", "-p", std::to_string(shallow.pid()), "-p", std::to_string(deep.pid()),

@@ -150,7 +150,7 @@ TEST(FlamegraphPageTest, RecordedWorkloadShowsItsHotFunctionAndSearchHighlightsI
   OMNIPROF_REQUIRE_CHROMIUM();
   OMNIPROF_REQUIRE_BPF();
   std::string dir = output_dir();
-  BackgroundProcess chain({workload("chain"), "20"});
+  BackgroundProcess chain({workload("chain"), "120"});
   std::string profile = dir + "/chain.pb.gz", page = dir + "/chain.html";
   auto recorded = run_command({OMNIPROF_BINARY, "record", "-d", "4", "-p", std::to_string(chain.pid()), "-o",
                                profile, "--flamegraph", page});

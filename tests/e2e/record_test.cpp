@@ -29,7 +29,7 @@ CommandResult record(const std::vector<std::string>& extra) {
 TEST(RecordTest, FramePointerChainIsWholeInNinetyPercentOfLeafSamples) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess chain({workload("chain"), "20"});
+  BackgroundProcess chain({workload("chain"), "120"});
   std::string out = temp_dir("chain") + "/profile.pb.gz";
   auto result = record({"-d", "6", "-F", "99", "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -54,7 +54,7 @@ TEST(RecordTest, FramePointerChainIsWholeInNinetyPercentOfLeafSamples) {
 TEST(RecordTest, SyscallHeavyWorkloadShowsKernelFramesUnderItsUserFrames) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess reader({workload("syscall_heavy"), "20"});
+  BackgroundProcess reader({workload("syscall_heavy"), "120"});
   std::string out = temp_dir("syscall") + "/profile.pb.gz";
   auto result = record({"-d", "5", "-p", std::to_string(reader.pid()), "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -78,8 +78,8 @@ TEST(RecordTest, SyscallHeavyWorkloadShowsKernelFramesUnderItsUserFrames) {
 TEST(RecordTest, PidFilterKeepsOnlyThatProcess) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess chain({workload("chain"), "20"});
-  BackgroundProcess other({workload("syscall_heavy"), "20"});
+  BackgroundProcess chain({workload("chain"), "120"});
+  BackgroundProcess other({workload("syscall_heavy"), "120"});
   std::string out = temp_dir("pidfilter") + "/profile.pb.gz";
   auto result = record({"-d", "4", "-p", std::to_string(chain.pid()), "-o", out});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -224,7 +224,7 @@ TEST(RunTest, WritesOneProfilePerRoundAndTheInterruptedRoundOnSigterm) {
   std::string config = dir + "/omniprof.yaml";
   std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: 49\noutput:\n  directory: "
                         << dir << "/profiles\n";
-  BackgroundProcess chain({workload("chain"), "20"});
+  BackgroundProcess chain({workload("chain"), "120"});
   BackgroundProcess agent({OMNIPROF_BINARY, "run", "--config", config}, BackgroundProcess::Role::kJudge);
   // Rounds are counted by their files, never timed: start-up (BPF
   // verification, unwind tables for every running program) and a round's
@@ -363,7 +363,7 @@ TEST(PluginsTest, DetectProcessSeesTheNamesTheProcessMapsItsFilesBy) {
   OMNIPROF_REQUIRE_BPF();
   std::string dir = temp_dir("plugins-names");
   std::string config = fixture_plugins_config(dir);
-  BackgroundProcess chain({workload("chain_nofp_shared"), "20"});
+  BackgroundProcess chain({workload("chain_nofp_shared"), "120"});
   auto result = record({"-d", "1", "-p", std::to_string(chain.pid()), "--config", config, "-o", dir + "/p.pb.gz"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::string prefix = "fixture: pid " + std::to_string(chain.pid()) + " maps ";

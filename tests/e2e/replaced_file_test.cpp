@@ -67,7 +67,7 @@ TEST_P(ReplacedFileTest, SamplesAreNamedAndUnwoundFromTheFileTheProcessRuns) {
   const std::string library = dir + "/libreplaced.so";
   fs::copy_file(workload_file("libreplaced_original.so"), library);
 
-  BackgroundProcess target({workload("replaced_lib_nofp"), "20", library});
+  BackgroundProcess target({workload("replaced_lib_nofp"), "120", library});
   ASSERT_TRUE(wait_for_mapping(target.pid(), library, std::chrono::seconds(5))) << "the library was never mapped";
   if (replaced) {
     // New file, then rename: the path names the new file at once, the
@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(LibraryFile, ReplacedFileTest,
 TEST(MemfdExecutableTest, ChainOfAProgramRunFromAMemfdIsNamed) {
   OMNIPROF_REQUIRE_BPF();
   OMNIPROF_REQUIRE_GO();
-  BackgroundProcess target({workload("memfd_exec"), workload("chain_nofp"), "20"});
+  BackgroundProcess target({workload("memfd_exec"), workload("chain_nofp"), "120"});
   ASSERT_TRUE(wait_for_mapping(target.pid(), "/memfd:omniprof-memfd (deleted)", std::chrono::seconds(5)));
   auto [result, traces, error] = record(target.pid(), temp_dir("memfd"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
