@@ -76,9 +76,12 @@ static __always_inline __u64 store_stack(struct omniprof_frame *frames, __u32 le
         (struct omniprof_stack_fragment *)&frames[(i & (OMNIPROF_MAX_FRAGMENTS - 1)) * OMNIPROF_FRAGMENT_FRAMES];
     if (bpf_map_update_elem(&stack_traces, &key, fragment, BPF_ANY) != 0) {
       omniprof_count(OMNIPROF_STAT_STACK_TRACES_FULL);
+      /* Those written before stay until the host sweeps them. */
+      omniprof_count_n(OMNIPROF_STAT_FRAGMENTS_STORED, fragments - 1 - i);
       return OMNIPROF_STACK_ID_LOST;
     }
   }
+  omniprof_count_n(OMNIPROF_STAT_FRAGMENTS_STORED, fragments);
   return hash;
 }
 
@@ -217,6 +220,7 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
   if (!count) {
     __u64 one = 1;
     if (bpf_map_update_elem(&stack_counts, &state->key, &one, BPF_NOEXIST) == 0) {
+      omniprof_count(OMNIPROF_STAT_COUNT_KEYS_ADDED);
       omniprof_count(OMNIPROF_STAT_RECORDED);
       record_time(state);
       return 0;

@@ -41,7 +41,20 @@ function(omniprof_add_gtest_entry)
   set_tests_properties(${entry_NAME} PROPERTIES SKIP_RETURN_CODE 77)
 endfunction()
 
+# How test code compiles (the gtest binaries' own sources; the code they test
+# is built as everywhere else): -O0 with line tables. Measured on 2026-12-06
+# with ninja's log: the 73 objects of the test binaries took 698 s of CPU
+# against 1293 s at -O2 -g (tests/unit/elf_symbolizer_test.cpp alone: 13 s
+# against 41 s); they were half of a fresh build's compile time, and CI builds
+# from scratch. Later options win, so these override the build type's
+# optimization and debug level for those sources only.
+set(OMNIPROF_TEST_COMPILE_OPTIONS "-O0;-g1" CACHE STRING "compile options of the test binaries' own sources")
+function(omniprof_test_code target)
+  target_compile_options(${target} PRIVATE ${OMNIPROF_TEST_COMPILE_OPTIONS})
+endfunction()
+
 function(omniprof_discover_unit_tests target)
+  omniprof_test_code(${target})
   gtest_discover_tests(${target} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
   omniprof_add_gtest_entry(NAME UnitSuite.${target} COMMAND $<TARGET_FILE:${target}>)
   set_tests_properties(UnitSuite.${target} PROPERTIES LABELS unit_suite)

@@ -16,8 +16,11 @@ began=$(date +%s)
 # (UnitSuite.*, for the kernel matrix: cmake/UnitTests.cmake); the host runs the former.
 # A skipped entry passes ctest; under CI=true it fails here, as in the kernel
 # matrix's guests: there a missing prerequisite must fail, not skip.
+# -j: the unit tests and the SDK's compile checks run two at a time; every
+# entry that profiles (e2e) or installs (packaging) is RUN_SERIAL, so it runs
+# alone, its timing and its shares undisturbed.
 build_dir=$(cd "${OMNIPROF_BUILD_DIR:-build}" && pwd)
-(cd "$build_dir" && ctest --output-on-failure --timeout 300 -LE unit_suite --output-junit host-suite.xml)
+(cd "$build_dir" && ctest -j"$(nproc)" --output-on-failure --timeout 300 -LE unit_suite --output-junit host-suite.xml)
 if [ "${CI:-}" = true ]; then
   skipped=$(grep -c 'status="notrun"' "$build_dir/host-suite.xml" || true)
   if [ "$skipped" -gt 0 ]; then

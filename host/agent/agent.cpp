@@ -55,6 +55,8 @@ const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {
     "sample_times_lost",
     "user_memory_gone_samples",
     "fork_copies_failed",
+    "stack_counts_keys_added",
+    "stack_fragments_stored",
 };
 
 // How many executables' descriptors OpenExecutables may hold: the soft
@@ -148,21 +150,29 @@ Result<void> Agent::start() {
   auto maps = BpfMaps::open();
   if (!maps) return maps.error();
   maps_ = std::move(*maps);
-  MapSizes sizes{config_.stack_traces_entries, config_.stack_counts_entries, config_.process_entries,
+  const uint32_t cpus = static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus()));
+  const uint32_t stack_traces_entries = config_.stack_traces_entries
+                                            ? config_.stack_traces_entries
+                                            : fitted_stack_traces_entries(cpus, config_.frequency_hz);
+  MapSizes sizes{stack_traces_entries, config_.stack_counts_entries, config_.process_entries,
                  config_.unwind_memory_mb, config_.executable_entries};
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
   // OTLP carries each sample's time (pprof has no place for one): only then
   // does BPF record them. The ring holds four seconds of samples at the
-  // rate, and is read at every drain (about once a second).
+  // rate, and is read at every drain: `run` drains once a quarter of it
+  // fills (drain_schedule.h), `record` every second.
+  uint64_t sample_time_records = 0;
   if (!config_.export_to.otlp.endpoint.empty()) {
-    const uint64_t cpus = static_cast<uint64_t>(std::max(1, libbpf_num_possible_cpus()));
     const uint64_t record_bytes = sizeof(omniprof_sample_time) + 8;  // + the ring's header
-    if (auto r = maps_->record_sample_times(cpus * config_.frequency_hz * 4 * record_bytes); !r) return r;
+    sample_time_records = static_cast<uint64_t>(cpus) * config_.frequency_hz * 4;
+    if (auto r = maps_->record_sample_times(sample_time_records * record_bytes); !r) return r;
   }
+  drain_schedule_.emplace(config_.stack_counts_entries, stack_traces_entries, sample_time_records);
   if (auto r = maps_->load(); !r) {
     return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(4)));
   }
+  log().debug("host BPF object loaded in {}", describe_load_cost(maps_->load_cost()));
   if (!config_.pids.empty()) {
     if (auto r = maps_->set_debug_pids(config_.pids); !r) return r;
   }
@@ -397,9 +407,49 @@ void Agent::discard_round() {
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
 }
 
-Result<void> Agent::collect() {
+Result<MapInflow> Agent::read_inflow() const {
+  MapInflow inflow;
+  for (auto [stat, total] : {std::pair{OMNIPROF_STAT_COUNT_KEYS_ADDED, &inflow.count_keys_added},
+                             std::pair{OMNIPROF_STAT_FRAGMENTS_STORED, &inflow.fragments_stored},
+                             std::pair{OMNIPROF_STAT_RECORDED, &inflow.samples_recorded}}) {
+    auto value = maps_->read_stat(stat);
+    if (!value) return value.error();
+    *total = *value;
+  }
+  return inflow;
+}
+
+Result<void> Agent::collect_when_due() {
+  auto inflow = read_inflow();
+  // Counters unreadable: drain, as every second before the schedule.
+  DrainReason reason = DrainReason::kCountersWrong;
+  if (inflow && drain_schedule_) reason = drain_schedule_->due(*inflow, processes_->exits_awaiting_drain());
+  switch (reason) {
+    case DrainReason::kNotDue:
+      executables_->retry_deferred();
+      return ok();
+    case DrainReason::kMapsFilling:
+      drains_for_filling_maps_++;
+      break;
+    case DrainReason::kExitsWaiting:
+      drains_for_exits_++;
+      break;
+    case DrainReason::kCountersWrong:
+      drains_for_unreadable_counters_++;
+      break;
+  }
+  return drain(inflow);
+}
+
+Result<void> Agent::collect() { return drain(read_inflow()); }
+
+Result<void> Agent::drain(const Result<MapInflow>& inflow) {
   executables_->retry_deferred();
   auto r = drain_into(*maps_, round_);
+  drains_++;
+  // Counters unreadable: the schedule keeps the previous drain's totals, so
+  // it counts more than the maps hold and drains sooner, never later.
+  if (inflow && drain_schedule_) drain_schedule_->drained(*inflow, maps_->stack_fragments_kept());
   if (!r) {
     drain_errors_++;
     log().error("draining BPF maps: {}", r.error().message);
@@ -569,6 +619,10 @@ std::vector<StatLine> Agent::stats() const {
            {"host.stacks_missing", round_.missing_stacks},
            {"host.samples_without_times", sample_time_stats_.untimed},
            {"host.sample_times_unmatched", sample_time_stats_.unmatched},
+           {"host.drains", drains_},
+           {"host.drains_for_filling_maps", drains_for_filling_maps_},
+           {"host.drains_for_exits", drains_for_exits_},
+           {"host.drains_for_unreadable_counters", drains_for_unreadable_counters_},
            {"host.drain_errors", drain_errors_},
            {"host.event_errors", event_loop_ ? event_loop_->event_errors() : 0},
            {"host.event_poll_errors", event_loop_ ? event_loop_->poll_errors() : 0}}) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/event_loop.h"
+#include "agent/drain_schedule.h"
 #include "agent/profile_assembler.h"
 #include "agent/round_samples.h"
 #include "bpf/bpf_maps.h"
@@ -81,7 +82,12 @@ class Agent {
   // may have met tables still being built) and starts the round afresh.
   void discard_round();
 
+  // Moves the samples BPF counted since the last drain into the round.
   Result<void> collect();
+  // Called about once a second by `run`: collects when the maps fill or
+  // exited processes wait (agent/drain_schedule.h), and retries deferred
+  // unwind tables either way.
+  Result<void> collect_when_due();
   // Builds the profile of the round so far (interpreter internals folded or
   // kept as the config says) and starts a new round.
   ProfileBuilder finish_round();
@@ -160,6 +166,17 @@ class Agent {
   RoundSamples round_;
   int64_t round_start_mono_ns_ = 0;
   uint64_t drain_errors_ = 0;
+  uint64_t drains_ = 0;
+  // Drains collect_when_due made before the round's end, by reason.
+  uint64_t drains_for_filling_maps_ = 0;
+  uint64_t drains_for_exits_ = 0;
+  uint64_t drains_for_unreadable_counters_ = 0;
+  // BPF's running totals of what it added to the maps, read before a drain.
+  Result<MapInflow> read_inflow() const;
+  // collect()'s work, given the totals read just before it (the schedule's
+  // new starting point; an error keeps the previous one).
+  Result<void> drain(const Result<MapInflow>& inflow);
+  std::optional<DrainSchedule> drain_schedule_;  // set by start()
   SampleTimeStats sample_time_stats_;
   bool bpf_stats_ = false;
   UniqueFd bpf_stats_fd_;

@@ -95,6 +95,19 @@ Result<void> BpfMaps::adjust_map_sizes(const MapSizes& sizes) {
                                     r.entries, errno_text(err)));
     }
   }
+  // process_info is written only by the host and at a fork (never by a
+  // sample, which only reads it): where the kernel lets perf_event programs
+  // read an unpreallocated map, it holds the processes described (~2 KiB
+  // each) instead of all maps.processes of them (9 MB at the default 4096).
+  // A fork's copy failing for memory is counted (fork_copies_failed), and
+  // the host describes the child itself, as on a kernel without the copy.
+  if (perf_event_programs_take_unpreallocated_maps()) {
+    if (int err = bpf_map__set_map_flags(skel_->maps.process_info,
+                                         bpf_map__map_flags(skel_->maps.process_info) | BPF_F_NO_PREALLOC);
+        err) {
+      return make_error(fmt::format("cannot set map flags of process_info: {}", errno_text(err)));
+    }
+  }
   return ok();
 }
 
@@ -134,9 +147,11 @@ Result<std::vector<omniprof_sample_time>> BpfMaps::drain_sample_times() {
 }
 
 Result<void> BpfMaps::load() {
+  const uint64_t began = boottime_ns();
   if (int err = entry_bpf__load(skel_); err) {
     return make_error(fmt::format("cannot load the entry BPF object: {}", errno_text(err)));
   }
+  load_cost_ = object_load_cost(skel_->obj, began, boottime_ns());
   for (const auto& name : shared_map_names()) {
     bpf_map* map = bpf_object__find_map_by_name(skel_->obj, name.c_str());
     if (!map) return make_error(fmt::format("entry BPF object has no map {}", name));
@@ -378,6 +393,7 @@ Result<std::unordered_map<uint64_t, std::vector<omniprof_frame>>> BpfMaps::read_
     deleted = std::min<size_t>(count, doomed.size());
   }
   for (size_t i = deleted; i < doomed.size(); ++i) bpf_map_delete_elem(fd, &doomed[i]);
+  fragments_kept_ = keys.size() - doomed.size();
   return stacks;
 }
 
@@ -431,14 +447,24 @@ Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
       return totals;
     }
   }
-  std::vector<uint64_t> per_cpu(cpus);
   for (uint32_t i = 0; i < OMNIPROF_NUM_STATS; ++i) {
-    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) {
-      return make_error(fmt::format("cannot read percpu_stats[{}]: {}", i, errno_text(errno)));
-    }
-    for (uint64_t v : per_cpu) totals[i] += v;
+    auto total = read_stat(i);
+    if (!total) return total.error();
+    totals[i] = *total;
   }
   return totals;
+}
+
+Result<uint64_t> BpfMaps::read_stat(uint32_t index) const {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return make_error("cannot count possible CPUs");
+  std::vector<uint64_t> per_cpu(cpus);
+  if (bpf_map_lookup_elem(map_fd(OMNIPROF_MAP_PERCPU_STATS), &index, per_cpu.data()) != 0) {
+    return make_error(fmt::format("cannot read percpu_stats[{}]: {}", index, errno_text(errno)));
+  }
+  uint64_t total = 0;
+  for (uint64_t v : per_cpu) total += v;
+  return total;
 }
 
 uint64_t BpfMaps::InnerMaps::map_bytes() const {

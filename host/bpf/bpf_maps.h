@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bpf/load_cost.h"
 #include "omniprof/support/result.h"
 #include "omniprof/support/unique_fd.h"
 #include "omniprof/bpf/abi.h"
@@ -58,6 +59,8 @@ class BpfMaps {
   // Loads the entry object: creates the shared maps and the host programs,
   // and puts the STOP program in its slot.
   Result<void> load();
+  // What that load cost (load_cost.h); empty before it.
+  const ObjectLoadCost& load_cost() const { return load_cost_; }
 
   // Points every shared map a plugin object declares at the host's map.
   // Must run between bpf_object__open and bpf_object__load of that object.
@@ -89,6 +92,8 @@ class BpfMaps {
   // fragment read, per key walked and per delete).
   Result<std::unordered_map<uint64_t, std::vector<omniprof_frame>>> read_stacks_and_sweep(
       const std::unordered_map<uint64_t, uint32_t>& wanted, const std::unordered_set<uint64_t>& referenced);
+  // Fragments left in stack_traces by the last read_stacks_and_sweep.
+  uint64_t stack_fragments_kept() const { return fragments_kept_; }
 
   Result<void> write_process_info(int32_t pid, const omniprof_process_info& info);
   void delete_process_info(int32_t pid);
@@ -104,6 +109,8 @@ class BpfMaps {
 
   // percpu_stats summed over CPUs, OMNIPROF_NUM_STATS entries.
   Result<std::vector<uint64_t>> read_stats() const;
+  // One counter of percpu_stats, summed over the CPUs (one lookup).
+  Result<uint64_t> read_stat(uint32_t index) const;
 
   // Creates the inner map at `index` of the shared map-of-maps `name`, shaped
   // like its template, within that map's budget; keeps its fd for life and
@@ -151,8 +158,10 @@ class BpfMaps {
   std::map<std::string, InnerMaps> inner_maps_;
   std::unordered_map<std::string, int> shared_fds_;
   std::unordered_set<uint64_t> unreferenced_last_drain_;
+  uint64_t fragments_kept_ = 0;  // read_stacks_and_sweep's
   Support lookup_and_delete_ = Support::kUnknown;
   Support batch_ops_ = Support::kUnknown;
+  ObjectLoadCost load_cost_;
 
   // The frames stored under `stack_id`, `len` long, a lookup per fragment.
   Result<std::vector<omniprof_frame>> read_stack(uint64_t stack_id, uint32_t len) const;

@@ -1,5 +1,6 @@
 #include "bpf/bpf_support.h"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
@@ -19,6 +20,7 @@
 #include "bpf/perf_sampler.h"
 #include "log/logger.h"
 #include "omniprof/plugin.h"
+#include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
 
@@ -141,6 +143,31 @@ bool set_rodata_u32(bpf_object* object, const char* variable, uint32_t value) {
     return true;
   }
   return false;
+}
+
+bool perf_event_programs_take_unpreallocated_maps() {
+  static const bool taken = [] {
+    if (kernel_feature_hidden("unpreallocated_maps")) return false;
+    LIBBPF_OPTS(bpf_map_create_opts, map_opts, .map_flags = BPF_F_NO_PREALLOC);
+    UniqueFd map(bpf_map_create(BPF_MAP_TYPE_HASH, "omniprof_probe", 4, 8, 1, &map_opts));
+    if (!map.valid()) return false;
+    // *(u32 *)(r10 - 4) = 0; bpf_map_lookup_elem(map, r10 - 4); return 0.
+    const bpf_insn program[] = {
+        {.code = BPF_ST | BPF_MEM | BPF_W, .dst_reg = BPF_REG_10, .src_reg = 0, .off = -4, .imm = 0},
+        {.code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_10, .off = 0, .imm = 0},
+        {.code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_2, .src_reg = 0, .off = 0, .imm = -4},
+        {.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1, .src_reg = BPF_PSEUDO_MAP_FD, .off = 0,
+         .imm = map.get()},
+        {.code = 0, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+        {.code = BPF_JMP | BPF_CALL, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = BPF_FUNC_map_lookup_elem},
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+        {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+    };
+    UniqueFd loaded(bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "omniprof_probe", "GPL", program,
+                                  sizeof(program) / sizeof(program[0]), nullptr));
+    return loaded.valid();
+  }();
+  return taken;
 }
 
 bool kernel_feature_hidden(const char* feature) {

@@ -32,6 +32,12 @@ uint32_t kernel_features();
 // the host acts as on a kernel without perf's process records).
 bool kernel_feature_hidden(const char* feature);
 
+// Whether perf_event programs may use a BPF_F_NO_PREALLOC hash map (the
+// verifier refuses them before 6.x: an element freed while a sample's
+// program holds it), probed once by loading one that does;
+// OMNIPROF_HIDE_BPF_FEATURES=unpreallocated_maps says no.
+bool perf_event_programs_take_unpreallocated_maps();
+
 // Finds a `const volatile` global in an object's .rodata through BTF and sets
 // it before load (how third-party unwinders learn their assigned slot).
 // False when the object has no such 4-byte variable.

@@ -25,6 +25,13 @@ bool Config::runtime_enabled(const std::string& runtime) const {
   return it == runtimes.end() || it->second;
 }
 
+uint32_t fitted_stack_traces_entries(uint32_t cpus, uint32_t frequency_hz) {
+  const uint64_t worst_four_seconds = 4ULL * std::max<uint32_t>(cpus, 1) * frequency_hz * 8;
+  uint64_t entries = 4096;
+  while (entries < worst_four_seconds && entries < OMNIPROF_DEFAULT_STACK_TRACES) entries <<= 1;
+  return static_cast<uint32_t>(entries);
+}
+
 Config default_config(uint32_t default_frequency_hz) {
   Config config;
   config.frequency_hz = default_frequency_hz;
@@ -128,8 +135,21 @@ class DocumentApplier {
           {"stack_traces", "stack_counts", "processes", "unwind_memory_mb", "unwind_shards", "executables"},
           [&](const Located& field) -> Result<void> {
             const std::string& name = field.key;
-            if (name == "stack_traces")
+            if (name == "stack_traces") {
+              // "auto" (what `omniprof config` shows for the default): fitted
+              // to the machine (fitted_stack_traces_entries).
+              if (field.node.IsScalar() && field.node.Scalar() == "auto") {
+                config_.stack_traces_entries = 0;
+                return ok();
+              }
+              int64_t number = 0;
+              if (!field.node.IsScalar() ||
+                  parse_integer(field.node.Scalar(), number) == ParsedInteger::kNotAnInteger) {
+                return error_at(field, fmt::format("expected auto or an integer from {} to {}, got {}",
+                                                   kStackMapRange.min, kStackMapRange.max, describe(field.node)));
+              }
               return read_unsigned(field, kStackMapRange, config_.stack_traces_entries);
+            }
             if (name == "stack_counts")
               return read_unsigned(field, kStackMapRange, config_.stack_counts_entries);
             if (name == "unwind_memory_mb")

@@ -239,7 +239,8 @@ std::string describe_config(const LoadedConfig& loaded) {
     settings.emplace_back("runtimes." + runtime, enabled ? "true" : "false");
   }
   settings.emplace_back("pids", fmt::format("[{}]", fmt::join(c.pids, ", ")));
-  settings.emplace_back("maps.stack_traces", std::to_string(c.stack_traces_entries));
+  settings.emplace_back("maps.stack_traces",
+                        c.stack_traces_entries ? std::to_string(c.stack_traces_entries) : "auto");
   settings.emplace_back("maps.stack_counts", std::to_string(c.stack_counts_entries));
   settings.emplace_back("maps.processes", std::to_string(c.process_entries));
   settings.emplace_back("maps.unwind_memory_mb", std::to_string(c.unwind_memory_mb));

@@ -396,10 +396,13 @@ Result<void> PluginHost::assign_slot(Plugin& p) {
 Result<void> PluginHost::load_object(Plugin& p) {
   if (auto r = maps_->reuse_maps(p.object); !r) return r;
   take_libbpf_log_tail(0);
+  const uint64_t began = boottime_ns();
   if (int err = bpf_object__load(p.object); err) {
     return make_error(fmt::format("its BPF object does not load: {}: {}", strerror(-err),
                                   take_libbpf_log_tail(4)));
   }
+  p.load_cost = object_load_cost(p.object, began, boottime_ns());
+  log().debug("plugin {}: BPF load {}", p.name, describe_load_cost(p.load_cost));
   return ok();
 }
 

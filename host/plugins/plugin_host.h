@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bpf/load_cost.h"
 #include "omniprof/bpf/abi.h"
 #include "omniprof/support/result.h"
 #include "omniprof/plugin.h"
@@ -53,6 +54,7 @@ struct Plugin {
   bpf_object* object = nullptr;
   const char* program = nullptr;  // the program that fills the slot
   size_t program_index = 0;       // its index in hooks.programs
+  ObjectLoadCost load_cost;       // what loading `object` cost the kernel (load_cost.h)
   // This plugin's own host API (its `host` context names the plugin, for
   // private_map_fd); lives as long as the Plugin, past `destroy`.
   omniprof_host_api api{};

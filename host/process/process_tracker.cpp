@@ -927,6 +927,11 @@ void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_rou
   let_go(forgotten);
 }
 
+size_t ProcessTracker::exits_awaiting_drain() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exit_noted_at_drain_.size();
+}
+
 std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessTracker::forget_locked(
     std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it,
     std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {

@@ -131,6 +131,8 @@ class ProcessTracker {
   // machine starting hundreds of processes a second would otherwise hold
   // every one of them for a whole round).
   void drained(const std::unordered_set<int32_t>& sampled_this_round);
+  // Exited processes that wait on a drain to be forgotten.
+  size_t exits_awaiting_drain() const;
 
   ProcessTrackerStats stats() const;
   size_t size() const;

@@ -156,7 +156,10 @@ TEST(BigExecutablesTest, RecordOnColdPageCacheWaitsForTablesAndWalksWhole) {
     if (in_ci()) FAIL() << "python3 or libLLVM-14/libclang-cpp-14 missing in CI";
     GTEST_SKIP() << "python3 or libLLVM-14/libclang-cpp-14 missing";
   }
-  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "60", kLlvm, kClang});
+  // Lives far past the test (killed at its end): in an emulated guest the
+  // wait for its libraries, the cold page cache and record's table load took
+  // 78-94 s, and 60 s of life ended it before record's clock (no sample).
+  BackgroundProcess python_process({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "600", kLlvm, kClang});
   ASSERT_TRUE(wait_for_libraries(python_process.pid()));
   // Cold: the libraries' pages leave the page cache (those the process has
   // touched stay mapped; the unwind sections it never reads do not).
@@ -205,7 +208,7 @@ TEST(BigExecutablesTest, RunCountsWalksThatMeetATableBeingBuilt) {
   const std::string go = dir + "/go", log_path = dir + "/run.log";
   // Loads the libraries once told to (after the agent runs), then calls
   // into LLVM for the rest of its life.
-  BackgroundProcess workload({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "60", kLlvm, kClang, go});
+  BackgroundProcess workload({py, OMNIPROF_TEST_SOURCE_DIR "/workloads/llvm_calls.py", "600", kLlvm, kClang, go});
   // Only the workload, sampled often, so that its walks during the build are many.
   std::ofstream(dir + "/omniprof.yaml") << "round_seconds: 2\nsampling:\n  frequency_hz: 499\noutput:\n  directory: "
                                         << dir << "/profiles\npids: [" << workload.pid() << "]\n";

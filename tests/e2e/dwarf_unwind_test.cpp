@@ -79,18 +79,20 @@ TEST_P(DwarfUnwindTest, NinetyFivePercentOfLeafSamplesCarryTheWholeChain) {
                                     << "\n" << output;
 }
 
+// Each workload lives 120 s, far past its test (killed at the end): record's
+// start-up in an emulated guest can take a minute before its 5 s.
 INSTANTIATE_TEST_SUITE_P(
     Workloads, DwarfUnwindTest,
-    ::testing::Values(Workload{"chain_nofp", {"20"}, kChain},
-                      Workload{"chain_nofp_nopie", {"20"}, kChain},
-                      Workload{"chain_nofp_static", {"20"}, kChain},
-                      Workload{"chain_nofp_shared", {"20"}, kChain},
-                      Workload{"threads_nofp", {"20"}, {"leaf", "stage_c", "stage_b", "stage_a", "worker"}},
-                      Workload{"recursion_nofp", {"20", "60"}, recursion_chain(60)},
+    ::testing::Values(Workload{"chain_nofp", {"120"}, kChain},
+                      Workload{"chain_nofp_nopie", {"120"}, kChain},
+                      Workload{"chain_nofp_static", {"120"}, kChain},
+                      Workload{"chain_nofp_shared", {"120"}, kChain},
+                      Workload{"threads_nofp", {"120"}, {"leaf", "stage_c", "stage_b", "stage_a", "worker"}},
+                      Workload{"recursion_nofp", {"120", "60"}, recursion_chain(60)},
                       // The library is mapped once the agent has read the process and records.
-                      Workload{"dlopen_nofp", {"20"}, {"dl_leaf", "dl_stage", "main"}, true},
+                      Workload{"dlopen_nofp", {"120"}, {"dl_leaf", "dl_stage", "main"}, true},
                       // The [vdso] is in no file: its table comes from the process's image.
-                      Workload{"vdso_clock_nofp", {"20"},
+                      Workload{"vdso_clock_nofp", {"120"},
                                {"__vdso_clock_gettime", "clock_gettime", "read_clock", "main"}}),
     [](const ::testing::TestParamInfo<Workload>& info) { return info.param.name; });
 

@@ -3,7 +3,10 @@
 // they start, and waiting for a workload's result file.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -130,6 +133,19 @@ inline double flat_share_in_top(const std::string& profile, pid_t pid, const std
     return -1;
   }
   return flat * 100 / total;
+}
+
+// How far (in percentage points) a function's share of `samples` samples
+// may lie from the share its thread's own CPU clock gives, `expected_percent`:
+// 5 points, or four standard errors of a share counted in that many samples
+// when that is wider. Sampling is a count: at 500 samples (a TCG guest's
+// recording) a 45% share's standard error is 2.2 points, so a fixed 5 would
+// fail about one check in sixty for no fault of the profiler; at the host's
+// thousands of samples the 5 points hold.
+inline double share_tolerance_points(double expected_percent, int64_t samples) {
+  const double p = std::clamp(expected_percent / 100, 0.0, 1.0);
+  const double standard_error = 100 * std::sqrt(p * (1 - p) / static_cast<double>(std::max<int64_t>(samples, 1)));
+  return std::max(5.0, 4 * standard_error);
 }
 
 // Of the samples `selected` picks, how many (by count) `whole` accepts, and

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "e2e_support.h"
@@ -292,11 +293,57 @@ TEST(RunTest, DisabledRuntimesPluginsAreNotInTheAgentsMemory) {
   EXPECT_EQ(maps.find("/python.so\n"), std::string::npos) << maps;
 }
 
-TEST(PluginsTest, ListsTheNativePluginAsLoaded) {
+// The listing says what each BPF object cost the kernel to load (the
+// start-up's BPF part): the host's and each loaded plugin's, program by
+// program, the costliest first, within the object's whole time.
+TEST(PluginsTest, ListsTheNativePluginAsLoadedWithWhatItsBpfLoadCost) {
   OMNIPROF_REQUIRE_BPF();
   auto result = run_command({OMNIPROF_BINARY, "plugins"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("loaded    native"), std::string::npos) << result.out;
+
+  // "BPF object loaded in T ms: maps and set-up M ms, PROGRAM P ms[ (N
+  // instructions verified)], ..."
+  auto parts_within_whole = [&](const std::string& line) {
+    SCOPED_TRACE(line);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex("loaded in ([0-9.]+) ms: maps and set-up ([0-9.]+) ms, (.*)$")));
+    const double whole = std::stod(m[1]);
+    double parts = std::stod(m[2]);
+    std::string programs = m[3];
+    const std::regex program(R"(([a-z_0-9]+) ([0-9.]+) ms( \(([0-9]+) instructions verified\))?(, |$))");
+    int count = 0;
+    double previous = whole;
+    for (auto it = std::sregex_iterator(programs.begin(), programs.end(), program); it != std::sregex_iterator();
+         ++it, ++count) {
+      const double ms = std::stod((*it)[2]);
+      EXPECT_LE(ms, previous) << "the costliest program first";
+      previous = ms;
+      parts += ms;
+      if ((*it)[4].matched) EXPECT_GT(std::stoll((*it)[4]), 0);
+    }
+    EXPECT_GE(count, 1);
+    EXPECT_GT(whole, 0.0);
+    // Each figure is rounded to 0.1 ms.
+    EXPECT_LE(parts, whole + 0.05 * (count + 2));
+  };
+  auto line_starting = [&](const std::string& start) {
+    size_t at = result.out.find(start);
+    return at == std::string::npos ? std::string() : result.out.substr(at, result.out.find('\n', at) - at);
+  };
+  const std::string host = line_starting("host BPF object loaded in ");
+  ASSERT_FALSE(host.empty()) << result.out;
+  parts_within_whole(host);
+  EXPECT_NE(host.find("omniprof_entry "), std::string::npos) << host;
+  EXPECT_NE(host.find("omniprof_stop "), std::string::npos) << host;
+
+  // The native plugin's program is the one its slot holds.
+  const std::string native = line_starting("loaded    native");
+  const size_t next = result.out.find(native) + native.size() + 1;
+  const std::string cost = result.out.substr(next, result.out.find('\n', next) - next);
+  ASSERT_EQ(cost.rfind("          BPF object loaded in ", 0), 0u) << result.out;
+  EXPECT_NE(cost.find(", native_unwind"), std::string::npos) << cost;
+  parts_within_whole(cost);
 }
 
 }  // namespace

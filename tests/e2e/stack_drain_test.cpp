@@ -4,15 +4,27 @@
 // hidden with OMNIPROF_HIDE_BPF_FEATURES=map_batch): the same counts, the
 // same frames, and a stack no count referenced for two drains deleted with
 // all its fragments. The maps are written from here, as omniprof_stop would.
+// Then `omniprof run` as a whole: when it drains (agent/drain_schedule.h).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/round_samples.h"
@@ -165,6 +177,8 @@ TEST_P(StackDrainTest, CountsAndWholeStacksMoveOutAndUnreferencedStacksGoAfterTw
     ASSERT_EQ(bpf_map_update_elem(counts_fd, &key, &one, BPF_ANY), 0);
     auto again = drain_into(maps, round);
     ASSERT_TRUE(again) << again.error().message;
+    // What the drain schedule counts as the map's fill after a sweep.
+    EXPECT_EQ(maps.stack_fragments_kept(), fragments_in_map(traces_fd)) << "drain " << drain;
     if (drain == 2) {
       EXPECT_EQ(fragments_in_map(traces_fd), stored - 1) << "not the orphan alone deleted at the second drain";
       EXPECT_NE(bpf_map_lookup_elem(traces_fd, &orphan, &orphan_frames), 0) << "the orphan fragment stayed";
@@ -201,8 +215,204 @@ TEST_P(StackDrainTest, StatsAreEachCounterSummedOverTheCpus) {
   const uint64_t n = static_cast<uint64_t>(cpus);
   for (uint32_t stat : {0u, 3u, static_cast<uint32_t>(OMNIPROF_NUM_STATS - 1)}) {
     EXPECT_EQ((*stats)[stat], stat * 1000 * n + n * (n + 1) / 2) << "counter " << stat;
+    // One counter alone, as the drain schedule reads it every second.
+    auto one = maps.read_stat(stat);
+    ASSERT_TRUE(one) << one.error().message;
+    EXPECT_EQ(*one, (*stats)[stat]) << "counter " << stat;
   }
   EXPECT_EQ((*stats)[1], 0u);
+}
+
+// The last drain's count of `run` at each round's log line
+// ("round N: ... host.drains=D ..."), by round.
+std::map<int, uint64_t> drains_by_round(const std::string& log) {
+  std::map<int, uint64_t> drains;
+  std::regex line(R"(round (\d+): [^\n]*host\.drains=(\d+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) {
+    drains[std::stoi((*it)[1])] = std::stoull((*it)[2]);
+  }
+  return drains;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `run` drains when the maps fill or exited processes wait, not every
+// second (agent/drain_schedule.h): with one busy program a round of 6 s
+// drains about once, at its end; once two shell loops start and end
+// processes (hundreds a second here, ~40 in an emulated guest), exits
+// waiting to be forgotten make drains due. No sample is
+// dropped for a full map, and none is left out of the rounds.
+TEST(RunDrainTest, DrainsWhenMapsFillOrExitsWaitNotEverySecond) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("run-drains");
+  std::string config = dir + "/omniprof.yaml";
+  // stack_traces at its former fixed size: the steady rounds' one drain is
+  // the schedule's doing whatever else the machine runs (its fitted size on
+  // two CPUs, 4096, fills with deep interpreter stacks every few seconds).
+  std::ofstream(config) << "round_seconds: 6\nsampling:\n  frequency_hz: 49\nmaps:\n  stack_traces: 32768\n"
+                        << "output:\n  directory: " << dir << "/profiles\n";
+  const std::string log = dir + "/run.log";
+  BackgroundProcess chain({workload("chain"), "600"});
+  BackgroundProcess agent(
+      {"/bin/sh", "-c", "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + config + "' > '" + log + "' 2>&1"},
+      BackgroundProcess::Role::kJudge);
+  // Rounds are waited for by their log lines, never timed: start-up in an
+  // emulated guest takes a minute or more.
+  auto wait_for_round = [&](int round) {
+    for (int i = 0; i < 3000 && !drains_by_round(file_text(log)).count(round) && !agent.poll(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return drains_by_round(file_text(log)).count(round) > 0;
+  };
+  // Round 1 holds the start-up; round 3 is a steady one.
+  ASSERT_TRUE(wait_for_round(3)) << file_text(log);
+  std::vector<std::unique_ptr<BackgroundProcess>> loops;
+  for (int i = 0; i < 2; ++i) {
+    loops.push_back(std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{"/bin/sh", "-c", "while :; do /bin/true; done"}));
+  }
+  // Round 4 straddles the loops' start; rounds 5 and 6 are theirs.
+  ASSERT_TRUE(wait_for_round(6)) << file_text(log);
+  loops.clear();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(), 0);
+  const std::string text = file_text(log);
+  auto drains = drains_by_round(text);
+  std::cout << "drains in rounds 2 to 6:";
+  for (int round = 2; round <= 6; ++round) std::cout << " " << drains[round] - drains[round - 1];
+  std::cout << "\n";
+  EXPECT_LE(drains[3] - drains[2], 2u) << "a steady round of 6 s drained more than twice:\n" << text;
+  // How often depends on how fast the guest ends processes (in emulated
+  // guests 2 to 4 drains a round): exits made drains due, and the loops'
+  // rounds drained more than the steady ones.
+  std::smatch for_exits;
+  uint64_t drains_for_exits = 0;
+  for (auto it = text.cbegin(); std::regex_search(it, text.cend(), for_exits, std::regex(R"(host\.drains_for_exits=(\d+))"));
+       it = for_exits.suffix().first) {
+    drains_for_exits = std::stoull(for_exits[1]);
+  }
+  EXPECT_GE(drains_for_exits, 1u) << text;
+  EXPECT_GT(drains[6] - drains[4], drains[3] - drains[1])
+      << "the process loops' rounds 5 and 6 drained no more than the steady rounds 2 and 3:\n" << text;
+  EXPECT_EQ(text.find("stack_counts_full_dropped="), std::string::npos) << text;
+  EXPECT_EQ(text.find("stack_traces_full="), std::string::npos) << text;
+  // Every sample BPF counted is in a round: the last round (SIGTERM stops
+  // sampling, then drains) leaves none behind, so the rounds' samples add up
+  // to the last line's samples_recorded.
+  uint64_t in_rounds = 0, recorded = 0;
+  std::regex round_line(R"(round \d+: wrote [^\n]* \((\d+) samples[^\n]* samples_recorded=(\d+))");
+  for (std::sregex_iterator it(text.begin(), text.end(), round_line), end; it != end; ++it) {
+    in_rounds += std::stoull((*it)[1]);
+    recorded = std::stoull((*it)[2]);
+  }
+  EXPECT_GT(recorded, 0u) << text;
+  EXPECT_EQ(in_rounds, recorded) << text;
+}
+
+// The same workload profiled at once by `run` as it is now (maps fitted to
+// the machine, drains as they fill, process_info unpreallocated where the
+// kernel allows) and by `record` set up as every agent was before (a drain
+// every second, stack_traces at 32768, process_info preallocated, stacks
+// read key by key): a steady round of `run` shows the same stacks of each
+// workload, in the same shares (seven_functions_nofp's seven functions take
+// about a seventh each), and chain_nofp's chain whole. Each workload has a
+// CPU of its own, 99 Hz for 8 s: ~790 samples a profile, so two shares of
+// one stack differ by chance by less than five standard errors of their
+// difference (9 points at a seventh) while a function missing from one is
+// 14 points off.
+TEST(RunDrainTest, ARoundShowsTheStacksADrainEverySecondWithTheFormerMapsShowed) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  std::string dir = temp_dir("run-same-stacks");
+  const std::string run_config = dir + "/run.yaml";
+  const std::string former_config = dir + "/former.yaml";
+  std::ofstream(run_config) << "round_seconds: 8\nsampling:\n  frequency_hz: 99\noutput:\n  directory: " << dir
+                            << "/profiles\n";
+  std::ofstream(former_config) << "maps:\n  stack_traces: 32768\n";
+  BackgroundProcess chain({workload("chain_nofp"), "600"});
+  BackgroundProcess seven({workload("seven_functions_nofp"), "600"});
+  const std::string run_log = dir + "/run.log";
+  BackgroundProcess agent({"/bin/sh", "-c",
+                           "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + run_config + "' > '" +
+                               run_log + "' 2>&1"},
+                          BackgroundProcess::Role::kJudge);
+  const std::string former_profile = dir + "/former.pb.gz";
+  BackgroundRecord former(OMNIPROF_BINARY, {"--config", former_config, "-F", "99", "-d", "8", "-o", former_profile},
+                          dir + "/former.log", {"OMNIPROF_HIDE_BPF_FEATURES=map_batch,unpreallocated_maps"});
+  ASSERT_TRUE(former.wait_until_recording()) << former.output();
+  ASSERT_TRUE(former.wait_until_sampling_stopped()) << former.output();
+  ASSERT_EQ(former.wait(), 0) << former.output();
+  // record's clock started once every running program's tables were stored:
+  // the second round of `run` written after it ended is a steady one.
+  const size_t rounds_before = drains_by_round(file_text(run_log)).size();
+  for (int i = 0; i < 3000 && drains_by_round(file_text(run_log)).size() < rounds_before + 2 && !agent.poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(drains_by_round(file_text(run_log)).size(), rounds_before + 2) << file_text(run_log);
+  std::smatch written;
+  std::string log_text = file_text(run_log);
+  std::string last_round;
+  std::regex wrote(R"(round \d+: wrote (\S+) )");
+  for (std::sregex_iterator it(log_text.begin(), log_text.end(), wrote), end; it != end; ++it) last_round = (*it)[1];
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(), 0);
+  ASSERT_FALSE(last_round.empty()) << log_text;
+
+  // Each distinct user stack of a workload (its frames from its own
+  // innermost function out), by its share of the workload's samples. Kernel
+  // frames above it are left out: what the kernel was doing (an interrupt,
+  // a reschedule) depends on the moment, and the two agents' rounds are not
+  // the same seconds (in an emulated guest, one may meet the other's
+  // start-up).
+  auto own_function = [](const std::string& name) {
+    return name == "main" || name == "leaf" || name.rfind("stage_", 0) == 0 || name.rfind("burn_", 0) == 0;
+  };
+  auto shares = [&](const std::string& profile, pid_t pid) {
+    std::string error;
+    auto traces = traces_of_pid(read_traces_with_go(profile, &error), pid);
+    std::map<std::string, double> by_stack;
+    double total = 0;
+    for (const auto& t : traces) {
+      auto innermost = std::find_if(t.frames.begin(), t.frames.end(), own_function);
+      std::string stack = innermost == t.frames.end() ? "(no function of the workload) < " : "";
+      for (auto f = innermost; f != t.frames.end(); ++f) stack += *f + " < ";
+      by_stack[stack] += static_cast<double>(t.count);
+      total += static_cast<double>(t.count);
+    }
+    for (auto& [stack, share] : by_stack) share /= total;
+    return std::make_pair(by_stack, total);
+  };
+  for (pid_t pid : {chain.pid(), seven.pid()}) {
+    auto [now, now_samples] = shares(last_round, pid);
+    auto [before, before_samples] = shares(former_profile, pid);
+    ASSERT_GT(now_samples, 100) << last_round << ", pid " << pid;
+    ASSERT_GT(before_samples, 100) << former_profile << ", pid " << pid;
+    std::set<std::string> stacks;
+    for (const auto& [stack, share] : now) if (share >= 0.05) stacks.insert(stack);
+    for (const auto& [stack, share] : before) if (share >= 0.05) stacks.insert(stack);
+    ASSERT_FALSE(stacks.empty());
+    if (pid == seven.pid()) EXPECT_EQ(stacks.size(), 7u);
+    for (const std::string& stack : stacks) {
+      const double mean = (now[stack] + before[stack]) / 2;
+      const double five_errors = 5 * std::sqrt(mean * (1 - mean) * (1 / now_samples + 1 / before_samples));
+      std::cout << "share now " << now[stack] << ", the former way " << before[stack] << " (within " << five_errors
+                << "): " << stack << "\n";
+      EXPECT_NEAR(now[stack], before[stack], five_errors)
+          << stack << "\n(" << now_samples << " samples in the round, " << before_samples << " in the former way's)";
+    }
+  }
+  for (const auto& [name, profile] : {std::pair{"run", last_round}, std::pair{"former", former_profile}}) {
+    std::string error;
+    auto whole = count_chain(traces_of_pid(read_traces_with_go(profile, &error), chain.pid()),
+                             {"leaf", "stage_c", "stage_b", "stage_a", "main"});
+    EXPECT_GE(whole.whole * 100, whole.leaf * 95) << name << ": " << whole.counterexample;
+    EXPECT_GT(whole.leaf, 0) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Drains, StackDrainTest, ::testing::Values(false, true),

@@ -98,6 +98,8 @@ TEST(ConfigSourcesTest, DescribeConfigGivesEveryValueAndWhereItCameFrom) {
   };
   EXPECT_EQ(squeezed(line_of("runtimes.ruby")), "runtimes.ruby: false # " + drop_in + ":2");
   EXPECT_EQ(squeezed(line_of("runtimes.native")), "runtimes.native: true # default");
+  // Left to the machine, shown as the value that says so.
+  EXPECT_EQ(squeezed(line_of("maps.stack_traces")), "maps.stack_traces: auto # default");
   EXPECT_EQ(squeezed(line_of("log_level")), "log_level: warn # " + main_file + ":1");
   EXPECT_EQ(squeezed(line_of("round_seconds")), "round_seconds: 10 # default");
   EXPECT_EQ(squeezed(line_of("startup.unwind_tables_wait_seconds")),

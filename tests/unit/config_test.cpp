@@ -51,7 +51,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
   EXPECT_EQ(config.runtimes,
             (std::map<std::string, bool>{{"native", true}, {"python", true}, {"ruby", true}}));
   EXPECT_TRUE(config.pids.empty());
-  EXPECT_EQ(config.stack_traces_entries, 32768u);
+  EXPECT_EQ(config.stack_traces_entries, 0u);  // auto: fitted_stack_traces_entries
   EXPECT_EQ(config.stack_counts_entries, 10240u);
   EXPECT_EQ(config.process_entries, 4096u);
   EXPECT_EQ(config.unwind_memory_mb, 48u);
@@ -127,7 +127,7 @@ TEST(ConfigTest, UnsetKeysKeepTheirDefaults) {
   Result<Config> config = parse("maps:\n  processes: 100\n");
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->process_entries, 100u);
-  EXPECT_EQ(config->stack_traces_entries, 32768u);
+  EXPECT_EQ(config->stack_traces_entries, 0u);  // auto
   EXPECT_EQ(config->frequency_hz, kRunDefaultFrequencyHz);
 }
 
@@ -154,6 +154,29 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
   Result<Config> config = parse("maps:\n  stack_traces: 010240\n");
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->stack_traces_entries, 10240u);
+}
+
+TEST(ConfigTest, StackTracesAutoIsFittedToTheMachine) {
+  Result<Config> config = parse("maps:\n  stack_traces: 8192\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->stack_traces_entries, 8192u);
+  config = parse("maps:\n  stack_traces: auto\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->stack_traces_entries, 0u);
+  // Four seconds of new 128-frame stacks (8 fragments) on every CPU, a power
+  // of two in 4096..32768.
+  EXPECT_EQ(fitted_stack_traces_entries(2, 19), 4096u);     // 1216
+  EXPECT_EQ(fitted_stack_traces_entries(2, 99), 8192u);     // 6336
+  EXPECT_EQ(fitted_stack_traces_entries(4, 99), 16384u);    // 12672
+  EXPECT_EQ(fitted_stack_traces_entries(2, 999), 32768u);   // 63936
+  EXPECT_EQ(fitted_stack_traces_entries(11, 99), 32768u);   // 34848
+  EXPECT_EQ(fitted_stack_traces_entries(128, 99), 32768u);  // never past the former default
+  EXPECT_EQ(fitted_stack_traces_entries(0, 19), 4096u);
+  // A value that is neither says both are accepted.
+  EXPECT_EQ(parse_error("maps:\n  stack_traces: lots\n"),
+            "omniprof.yaml:2: maps.stack_traces: expected auto or an integer from 1024 to 1048576, got \"lots\"");
+  EXPECT_EQ(parse_error("maps:\n  stack_traces: 512\n"),
+            "omniprof.yaml:2: maps.stack_traces: 512 is out of range 1024..1048576");
 }
 
 TEST(ConfigTest, UnknownTopLevelKey) {

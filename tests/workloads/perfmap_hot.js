@@ -4,9 +4,10 @@
 // and named only in /tmp/perf-PID.map.
 //
 // Each call runs long (a few milliseconds) and comes from the event loop
-// (setImmediate), one call per turn: its caller runs too little to be
-// optimized by TurboFan, so the hot function is never inlined into it and
-// keeps a frame (and a perf map entry) of its own.
+// (setImmediate), one call per turn. Run it with --no-turbo-inlining: after
+// half a minute or so TurboFan optimizes node's processImmediate and inlines
+// this function into it, which then has no frame (and no perf map entry) of
+// its own.
 'use strict';
 
 function omniprofPerfmapHotFunction(iterations) {

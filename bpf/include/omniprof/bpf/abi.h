@@ -71,7 +71,11 @@ enum omniprof_host_stat {
   OMNIPROF_STAT_SAMPLE_TIMES_LOST = 17, /* sample_times full: a sample counted without its time */
   OMNIPROF_STAT_USER_MEMORY_GONE = 18,  /* no user stack to walk: the process is exiting or exec'ing */
   OMNIPROF_STAT_FORK_COPY_FAILED = 19,  /* process_info full: a fork's child not given its parent's entry */
-  OMNIPROF_NUM_HOST_STATS = 20
+  /* What the maps were given, read every second to drain them before they fill
+   * (host/agent/drain_schedule.h): */
+  OMNIPROF_STAT_COUNT_KEYS_ADDED = 20,  /* new keys in stack_counts */
+  OMNIPROF_STAT_FRAGMENTS_STORED = 21,  /* fragments written to stack_traces */
+  OMNIPROF_NUM_HOST_STATS = 22
 };
 
 enum omniprof_native_stat {

@@ -24,10 +24,12 @@ struct {
   __type(value, __u64);
 } stack_counts SEC(".maps");
 
-/* Every hash map here is preallocated: before 6.1 the verifier refuses a
- * perf_event program that uses a BPF_F_NO_PREALLOC hash map (allocating in
- * NMI or hard-irq context can fail), and even after, an allocation failing
- * under memory pressure would lose samples. */
+/* The hash maps a sample writes are preallocated: older kernels' verifiers
+ * refuse a perf_event program that uses a BPF_F_NO_PREALLOC hash map
+ * (allocating in NMI or hard-irq context can fail), and even where it is
+ * allowed, an allocation failing under memory pressure would lose samples.
+ * process_info, which samples only read, is unpreallocated where the kernel
+ * allows it (BpfMaps::adjust_map_sizes). */
 
 /* (stack id, fragment index) -> 16 frames of that stack (abi.h). User,
  * interpreter and kernel stacks share it; max_entries counts fragments. */
