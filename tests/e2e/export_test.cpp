@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -200,12 +203,22 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-int64_t rss_kib(pid_t pid) {
+// A process's resident memory in KiB, from /proc/PID/status: what it
+// allocated (RssAnon), and its files' pages (RssFile: the binary's and the
+// libraries' code, faulted in as code paths first run). -1 where unreadable.
+struct Resident {
+  int64_t anon_kib = -1;
+  int64_t file_kib = -1;
+};
+
+Resident resident_kib(pid_t pid) {
+  Resident resident;
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+    if (line.rfind("RssAnon:", 0) == 0) resident.anon_kib = std::stoll(line.substr(8));
+    if (line.rfind("RssFile:", 0) == 0) resident.file_kib = std::stoll(line.substr(8));
   }
-  return -1;
+  return resident;
 }
 
 // Waits for `needle` in the log at `path` while PID lives.
@@ -228,16 +241,23 @@ uint64_t last_counter(const std::string& log, const std::string& counter) {
   return value;
 }
 
-// The outage: the backend answers UNAVAILABLE for its first 20 s,
-// then OK. No round is lost (the queue holds them all), every round that
-// arrives says what its pprof file says, and the failed attempts are spaced
-// as the backoff says (1 s doubling up to 30 s, jittered 0.5-1.5x).
+// The outage: the backend answers UNAVAILABLE for 20 s from the
+// agent's first attempt, then OK. No round is lost (the queue holds them
+// all), every round that arrives says what its pprof file says, and the
+// failed attempts are spaced as the backoff says (1 s doubling up to 30 s,
+// jittered 0.5-1.5x). From the first attempt, not from the receiver's
+// start: in an emulated guest the agent's start took longer than 20 s and
+// met no outage at all (5.10, 2026-12-06).
 TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
   OMNIPROF_REQUIRE_BPF();
   testing_support::Receiver receiver;
-  receiver.answer = [](std::chrono::milliseconds at) {
+  auto first_attempt = std::make_shared<std::optional<std::chrono::milliseconds>>();
+  auto first_attempt_mutex = std::make_shared<std::mutex>();
+  receiver.answer = [first_attempt, first_attempt_mutex](std::chrono::milliseconds at) {
+    std::lock_guard lock(*first_attempt_mutex);
+    if (!*first_attempt) *first_attempt = at;
     testing_support::Receiver::Answer a;
-    if (at < std::chrono::seconds(20)) a.grpc_code = grpc::StatusCode::UNAVAILABLE;
+    if (at - **first_attempt < std::chrono::seconds(20)) a.grpc_code = grpc::StatusCode::UNAVAILABLE;
     return a;
   };
   BackgroundProcess workload_process({workload("chain"), "120"});
@@ -280,9 +300,9 @@ TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
 
 // A backend that accepts connections and never answers: the rounds keep
 // being sampled and written as before, the queue stays at its bound and the
-// rounds pushed out are counted, the agent's RSS does not grow, a stop waits
-// no longer than its shutdown wait. /metrics, scraped meanwhile, says so in
-// a page promtool accepts.
+// rounds pushed out are counted, the agent's allocated memory does not grow,
+// a stop waits no longer than its shutdown wait. /metrics, scraped
+// meanwhile, says so in a page promtool accepts.
 TEST(ExportTest, ABackendThatNeverAnswersCostsCountedDropsAndNothingElse) {
   OMNIPROF_REQUIRE_BPF();
   testing_support::SilentServer silent;
@@ -304,7 +324,7 @@ TEST(ExportTest, ABackendThatNeverAnswersCostsCountedDropsAndNothingElse) {
                            std::to_string(kRounds), config, log},
                           BackgroundProcess::Role::kJudge);
   ASSERT_TRUE(wait_for_log(log, "round 3:", agent.pid(), std::chrono::seconds(120))) << read_file(log);
-  const int64_t rss_early = rss_kib(agent.pid());
+  const Resident rss_early = resident_kib(agent.pid());
 
   // /metrics while the backend is down.
   httplib::Client client("127.0.0.1", metrics_port);
@@ -327,12 +347,13 @@ TEST(ExportTest, ABackendThatNeverAnswersCostsCountedDropsAndNothingElse) {
 
   ASSERT_TRUE(wait_for_log(log, fmt::format("round {}:", kRounds - 1), agent.pid(), std::chrono::seconds(120)))
       << read_file(log);
-  const int64_t rss_late = rss_kib(agent.pid());
+  const Resident rss_late = resident_kib(agent.pid());
   const auto stopping = std::chrono::steady_clock::now();
   EXPECT_EQ(agent.wait(), 0) << read_file(log);
   const double stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count();
   const std::string text = read_file(log);
-  std::cerr << "agent RSS " << rss_early << " KiB at round 3, " << rss_late << " KiB at round " << kRounds - 1
+  std::cerr << "agent RSS (allocated + files') " << rss_early.anon_kib << " + " << rss_early.file_kib
+            << " KiB at round 3, " << rss_late.anon_kib << " + " << rss_late.file_kib << " KiB at round " << kRounds - 1
             << "; the last round and the stop took " << stop_seconds << " s\n";
 
   // Sampling as if nothing were wrong: every round written, each with about
@@ -352,7 +373,14 @@ TEST(ExportTest, ABackendThatNeverAnswersCostsCountedDropsAndNothingElse) {
   EXPECT_EQ(last_counter(text, "export.otlp.rounds_sent"), 0u) << text;
   EXPECT_LE(last_counter(text, "export.otlp.queue_depth"), 2u) << text;
   EXPECT_NE(text.find("because the agent stopped before they were sent"), std::string::npos) << text;
-  EXPECT_LT(rss_late - rss_early, 4096) << "the agent grew by " << rss_late - rss_early << " KiB";
+  // Rounds held or leaked would be allocated memory; the files' pages are
+  // code first run, bounded by the files. Both are printed: in the 6.1
+  // guest on 2026-12-06 the total (VmRSS, judged then) grew 5.4 MB once
+  // (its split not known) and 2.3 MB (allocated 1.9 MB) on the next run;
+  // on the host, 12 KB.
+  ASSERT_GE(rss_early.anon_kib, 0) << "no RssAnon in /proc/" << agent.pid() << "/status";
+  EXPECT_LT(rss_late.anon_kib - rss_early.anon_kib, 4096)
+      << "the agent's allocated memory grew by " << rss_late.anon_kib - rss_early.anon_kib << " KiB";
   // The stop: the last round (1 s), the shutdown wait (1 s), one send's
   // timeout (1 s), and the agent's own teardown.
   EXPECT_LT(stop_seconds, 15.0);
