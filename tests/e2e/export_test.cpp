@@ -233,6 +233,7 @@ double cpu_seconds(pid_t pid) {
   std::istringstream fields(text.substr(comm_end + 2));  // from field 3, the state
   std::string field;
   for (int i = 3; i < 14 && fields >> field; ++i) {
+    // fields 3 to 13 skipped: utime and stime are 14 and 15 (proc(5))
   }
   long long utime = 0, stime = 0;
   if (!(fields >> utime >> stime)) return -1;
