@@ -247,8 +247,8 @@ Result<void> Agent::start() {
   event_thread_ = std::thread([this] {
     event_loop_->run(
         [this](int timeout_ms) {
-          epoll_event ready[3];
-          int n = epoll_wait(event_epoll_.get(), ready, 3, timeout_ms);
+          epoll_event ready[4];
+          int n = epoll_wait(event_epoll_.get(), ready, 4, timeout_ms);
           if (n < 0) return -errno;
           for (int i = 0; i < n; ++i) {
             if (ready[i].data.fd == event_loop_->wake_fd()) event_loop_->clear_wake();
@@ -352,7 +352,8 @@ Result<void> Agent::open_process_records() {
     return ok();
   }
   process_records_ = std::move(*stream);
-  return watch(process_records_->epoll_fd(), "process records");
+  if (auto r = watch(process_records_->mappings_epoll_fd(), "process records (mappings, forks, exits)"); !r) return r;
+  return watch(process_records_->names_epoll_fd(), "process records (exec names)");
 }
 
 void Agent::stop_sampling() { sampler_.reset(); }
@@ -454,6 +455,9 @@ Result<void> Agent::drain(const Result<MapInflow>& inflow) {
     drain_errors_++;
     log().error("draining BPF maps: {}", r.error().message);
   }
+  // Before the tracker lets go of the images execs replaced: the samples
+  // just drained that ran in one are named with it.
+  round_.pin_images(processes_->recent_images());
   std::unordered_set<int32_t> sampled;
   for (const auto& [key, count] : round_.counts) sampled.insert(static_cast<int32_t>(key.pid));
   processes_->drained(sampled);
@@ -585,6 +589,9 @@ std::vector<StatLine> Agent::stats() const {
            {"host.process_records_of_unknown", ps.records_of_unknown},
            {"host.process_records_dropped", ps.records_dropped},
            {"host.publishes_held_for_exec", ps.publishes_held_for_exec},
+           {"host.forks_held", ps.forks_held},
+           {"host.earlier_images_kept", ps.earlier_images_kept},
+           {"host.earlier_images_dropped", ps.earlier_images_dropped},
            {"host.forks_copied_in_kernel", ps.forks_copied_in_kernel},
            {"host.process_record_delay_us_mean",
             ps.described_from_records ? ps.record_delay_us_total / ps.described_from_records : 0},

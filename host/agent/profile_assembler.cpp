@@ -60,7 +60,7 @@ ProfileAssembler::FrameIndex ProfileAssembler::marker_frame(const std::string& n
 
 ProfileAssembler::FrameIndex ProfileAssembler::native_frame(const ProcessSnapshot* process, int32_t pid,
                                                            uint64_t address, bool leaf) {
-  auto key = std::make_tuple(pid, address, leaf);
+  auto key = std::make_tuple(pid, process, address, leaf);
   if (auto it = native_cache_.find(key); it != native_cache_.end()) return it->second;
   stats_.frames++;
   const uint64_t pc = omniprof_code_address(address, !leaf);
@@ -211,6 +211,9 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
   for (const auto& [pid, process] : processes.by_pid) {
     for (const ExecutableRef& executable : process->executables) mapped.insert(executable.file_id);
   }
+  for (const auto& [key, image] : round.images) {
+    for (const ExecutableRef& executable : image->executables) mapped.insert(executable.file_id);
+  }
   symbols_.forget_if([&](uint64_t file_id) { return mapped.count(file_id) == 0; });
 
   // Each output's pprof location id of each named frame (0: not added yet).
@@ -246,17 +249,22 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     frames.clear();
     user_frames.clear();
     int32_t pid = static_cast<int32_t>(key.pid);
-    const ProcessSnapshot* process = processes.find(pid);
+    std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
+    // A process that exec'd in the round: the image the sample ran in, as
+    // the drain that brought it chose.
+    auto pinned = round.images.find(key);
+    const ProcessSnapshot* process = pinned != round.images.end() ? pinned->second.get() : processes.find(pid);
+    auto user_stack = key.user_stack_id == OMNIPROF_STACK_ID_LOST || key.user_stack_id == OMNIPROF_STACK_ID_NONE
+                          ? round.stacks.end() : round.stacks.find(key.user_stack_id);
     // User frames are named first so that a process's main executable, not
     // the kernel, is the profile's first mapping (pprof shows it as "File").
     if (key.user_stack_id == OMNIPROF_STACK_ID_LOST) {
       user_frames.push_back(marker_frame("[user stack lost: stack_traces full]"));
     } else if (key.user_stack_id != OMNIPROF_STACK_ID_NONE) {
-      auto it = round.stacks.find(key.user_stack_id);
-      if (it == round.stacks.end()) {
+      if (user_stack == round.stacks.end()) {
         user_frames.push_back(marker_frame("[user stack missing]"));
       } else {
-        const StackFrames& stack = it->second;
+        const StackFrames& stack = user_stack->second;
         for (size_t i = 0; i < stack.frames.size(); ++i) {
           const omniprof_frame& frame = stack.frames[i];
           if (frame.kind == OMNIPROF_FRAME_NATIVE) {
@@ -279,7 +287,6 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
       }
     }
     frames.insert(frames.end(), user_frames.begin(), user_frames.end());
-    std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
     if (!process) stats_.unknown_processes += count;
     SampleLabels labels;
     labels.pid = pid;

@@ -121,7 +121,7 @@ class ProfileAssembler {
   std::vector<ProfileMapping> mappings_;
   std::map<ProfileMapping, uint32_t> mapping_index_;
   // Per assemble(): (pid, address, leaf) -> frame.
-  std::map<std::tuple<int32_t, uint64_t, bool>, FrameIndex> native_cache_;
+  std::map<std::tuple<int32_t, const ProcessSnapshot*, uint64_t, bool>, FrameIndex> native_cache_;
   std::unordered_map<uint64_t, FrameIndex> kernel_cache_;
   std::unordered_map<std::string, FrameIndex> marker_cache_;
   // Per assemble(): (pid, address, detail, kind) -> frame, so a plugin

@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "omniprof/bpf/code_address.h"
+
 namespace omniprof {
 
 std::vector<omniprof_frame> splice_interpreter_frames(const std::vector<omniprof_frame>& stored) {
@@ -110,9 +112,28 @@ void RoundSamples::settle_times(uint64_t close_ns, int64_t unix_minus_mono_ns, S
   }
 }
 
+void RoundSamples::pin_images(const KnownProcesses& recent) {
+  if (recent.earlier_by_pid.empty()) return;
+  std::vector<uint64_t> pcs;
+  for (const auto& [key, count] : counts) {
+    const int32_t pid = static_cast<int32_t>(key.pid);
+    if (!recent.earlier_by_pid.count(pid) || images.count(key)) continue;
+    auto stack = stacks.find(key.user_stack_id);
+    if (stack == stacks.end()) continue;  // no user stack: nothing to name with an image
+    pcs.clear();
+    for (size_t i = 0; i < stack->second.frames.size(); ++i) {
+      const omniprof_frame& frame = stack->second.frames[i];
+      if (frame.kind == OMNIPROF_FRAME_NATIVE) pcs.push_back(omniprof_code_address(frame.address, i != 0));
+    }
+    const std::string_view thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
+    if (auto image = recent.image_for(pid, thread_name, pcs)) images.emplace(key, std::move(image));
+  }
+}
+
 void RoundSamples::clear() {
   counts.clear();
   stacks.clear();
+  images.clear();
   missing_stacks = 0;
   carried_in_.clear();
   for (const auto& [key, list] : carried_) carried_in_[key] = list.size();

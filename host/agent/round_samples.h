@@ -10,6 +10,7 @@
 
 #include "bpf/bpf_maps.h"
 #include "omniprof/support/result.h"
+#include "process/process_snapshot.h"
 
 namespace omniprof {
 
@@ -52,8 +53,17 @@ struct RoundSamples {
   // exactly counts[key] times, in order and in ns since the Unix epoch, or
   // none.
   StackKeyMap<std::vector<uint64_t>> times;
+  // The image a sample of a process that exec'd in the round ran in, chosen
+  // by the drain that brought it (pin_images); a key not here is named with
+  // its process's image at the round's close.
+  StackKeyMap<std::shared_ptr<const ProcessSnapshot>> images;
 
   uint64_t total() const;
+  // For each counted key of a process in `recent` (ProcessTracker::
+  // recent_images) not chosen yet: the image its user stack ran in
+  // (KnownProcesses::image_for, by the stack's native addresses and the
+  // thread's name).
+  void pin_images(const KnownProcesses& recent);
   // Makes `times` agree with `counts` at the round's close (`close_ns`,
   // CLOCK_MONOTONIC, taken before its last drain). A time is written after
   // its count, and the host reads counts before times, so at a drain a key

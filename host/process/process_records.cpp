@@ -130,48 +130,79 @@ bool parse_process_record(const perf_event_header* header, size_t size, ProcessR
   }
 }
 
-Result<std::unique_ptr<ProcessRecordStream>> ProcessRecordStream::open(size_t pages) {
-  std::unique_ptr<ProcessRecordStream> stream(new ProcessRecordStream());
+namespace {
+
+// One dummy software event per CPU giving the records `attr` asks for, into
+// a PERF_EVENT_ARRAY of its own; `what` names them in an error.
+Result<perf_buffer*> open_record_buffer(UniqueFd& map_fd, perf_event_attr attr, size_t pages,
+                                        perf_buffer_event_fn on_record, void* ctx, const char* what) {
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return make_error(fmt::format("cannot count the CPUs: {}", strerror(-cpus)));
   int map = bpf_map_create(BPF_MAP_TYPE_PERF_EVENT_ARRAY, "omniprof_procs", sizeof(int), sizeof(int),
                            static_cast<uint32_t>(cpus), nullptr);
   if (map < 0) return make_error(fmt::format("cannot create the process records' event array: {}", strerror(errno)));
-  stream->map_fd_.reset(map);
-  perf_event_attr attr{};
+  map_fd.reset(map);
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_DUMMY;
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
   attr.sample_id_all = 1;
-  attr.mmap = 1;   // executable mappings (not mmap_data)
-  attr.mmap2 = 1;  // ... with device, inode and protection
-  attr.comm = 1;
-  attr.comm_exec = 1;  // exec flagged in COMM's misc
-  attr.task = 1;       // FORK and EXIT
-  // A wake-up per record. wakeup_events counts samples only: records such
-  // as these wake the reader at the watermark, half the ring by default,
-  // which left a process undescribed until the poll's timeout.
-  attr.watermark = 1;
-  attr.wakeup_watermark = 1;
-  // Times on CLOCK_MONOTONIC: the host measures how long after the kernel's
-  // record it published the process (ProcessTracker's record delay).
+  // Times on CLOCK_MONOTONIC: the two rings' records are put in one order
+  // by them, and the host measures how long after the kernel's record it
+  // published the process (ProcessTracker's record delay).
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;
-  perf_buffer* buffer = perf_buffer__new_raw(stream->map_fd_.get(), pages, &attr, &ProcessRecordStream::on_record,
-                                             stream.get(), nullptr);
-  if (!buffer) {
-    return make_error(fmt::format("perf_event_open(dummy, mmap2, comm, task) on every CPU: {}", strerror(errno)));
-  }
-  stream->buffer_ = buffer;
+  // wakeup_events counts samples only: records such as these wake the
+  // reader at the watermark (half the ring unless set).
+  attr.watermark = 1;
+  perf_buffer* buffer = perf_buffer__new_raw(map_fd.get(), pages, &attr, on_record, ctx, nullptr);
+  if (!buffer) return make_error(fmt::format("perf_event_open(dummy, {}) on every CPU: {}", what, strerror(errno)));
+  return buffer;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ProcessRecordStream>> ProcessRecordStream::open(size_t pages) {
+  std::unique_ptr<ProcessRecordStream> stream(new ProcessRecordStream());
+  // Executable mappings wake the reader at once (a watermark of one byte):
+  // an exec's image, the libraries ld.so maps next, a dlopen are walked
+  // only once the host has written them to process_info. The kernel sends
+  // an event that asks for mappings its forks and exits too
+  // (perf_event_task_match): they come here, in the same order.
+  perf_event_attr mappings{};
+  mappings.mmap = 1;   // executable mappings (not mmap_data)
+  mappings.mmap2 = 1;  // ... with device, inode and protection
+  mappings.task = 1;   // FORK and EXIT (sent regardless, asked for to say so)
+  mappings.wakeup_watermark = 1;
+  auto eager = open_record_buffer(stream->mappings_map_fd_, mappings, pages, &ProcessRecordStream::on_record,
+                                  stream.get(), "mmap2, task");
+  if (!eager) return eager.error();
+  stream->mappings_ = *eager;
+  // An exec's new name wakes nobody (a quarter of the ring, so that a
+  // burst of renames is read before it fills): it waits for the image's
+  // mappings, which follow it within the exec and are read with it, on
+  // every wake-up, in one time order: one wake-up fewer per exec. The
+  // kernel sends this event forks and exits as well (perf_event_task_match
+  // again): read from the other ring, they are skipped here.
+  perf_event_attr names{};
+  names.comm = 1;
+  names.comm_exec = 1;  // exec flagged in COMM's misc
+  names.wakeup_watermark = static_cast<uint32_t>(pages * static_cast<size_t>(getpagesize()) / 4);
+  auto lazy = open_record_buffer(stream->names_map_fd_, names, pages, &ProcessRecordStream::on_name_record,
+                                 stream.get(), "comm");
+  if (!lazy) return lazy.error();
+  stream->names_ = *lazy;
   return stream;
 }
 
 ProcessRecordStream::~ProcessRecordStream() {
-  if (buffer_) perf_buffer__free(buffer_);
+  if (mappings_) perf_buffer__free(mappings_);
+  if (names_) perf_buffer__free(names_);
 }
 
-int ProcessRecordStream::epoll_fd() const { return perf_buffer__epoll_fd(buffer_); }
+int ProcessRecordStream::mappings_epoll_fd() const { return perf_buffer__epoll_fd(mappings_); }
+
+int ProcessRecordStream::names_epoll_fd() const { return perf_buffer__epoll_fd(names_); }
 
 bpf_perf_event_ret ProcessRecordStream::on_record(void* ctx, int /*cpu*/, perf_event_header* header) {
   auto* stream = static_cast<ProcessRecordStream*>(ctx);
@@ -196,8 +227,18 @@ bpf_perf_event_ret ProcessRecordStream::on_record(void* ctx, int /*cpu*/, perf_e
   return LIBBPF_PERF_EVENT_CONT;
 }
 
+bpf_perf_event_ret ProcessRecordStream::on_name_record(void* ctx, int cpu, perf_event_header* header) {
+  if (header->type == PERF_RECORD_FORK || header->type == PERF_RECORD_EXIT) return LIBBPF_PERF_EVENT_CONT;
+  return on_record(ctx, cpu, header);
+}
+
 std::vector<ProcessRecord> ProcessRecordStream::drain() {
-  perf_buffer__consume(buffer_);
+  // The mappings first: every exec's name that came before one of them is
+  // in its ring by the time that ring is read after them, so the sort by
+  // time sees them all; read the other way round, an image could come
+  // without its exec.
+  perf_buffer__consume(mappings_);
+  perf_buffer__consume(names_);
   std::vector<ProcessRecord> records;
   records.swap(pending_);
   std::stable_sort(records.begin(), records.end(),

@@ -1,6 +1,8 @@
 // ProcessRecordStream: what the kernel tells perf about processes as it
 // happens (PERF_RECORD_FORK, COMM on exec, MMAP2 of executable mappings,
-// EXIT), read from one software dummy event per CPU. The host describes a
+// EXIT), read from two software dummy events per CPU (the mappings, forks
+// and exits, which wake the host at once, and the execs' names, which wait
+// for their images' mappings). The host describes a
 // process from these records the moment it execs and maps its files, not
 // from /proc after its first sample, when a short process is already gone.
 //
@@ -65,9 +67,13 @@ class ProcessRecordStream {
   ProcessRecordStream& operator=(const ProcessRecordStream&) = delete;
   ~ProcessRecordStream();
 
-  // Readable when some ring has records (a wake-up on every record: the host
-  // answers within one wake-up of the mmap).
-  int epoll_fd() const;
+  // Readable when some CPU's ring of executable mappings, forks and exits
+  // has a record (a wake-up on each: the host answers within one wake-up of
+  // the mmap).
+  int mappings_epoll_fd() const;
+  // Readable when some CPU's ring of exec names is a quarter full (they
+  // need no answer of their own; see open()).
+  int names_epoll_fd() const;
   // Every record in the rings now, ordered by time (one process's records
   // may come from several CPUs).
   std::vector<ProcessRecord> drain();
@@ -76,8 +82,12 @@ class ProcessRecordStream {
  private:
   ProcessRecordStream() = default;
   static bpf_perf_event_ret on_record(void* ctx, int cpu, perf_event_header* header);
-  UniqueFd map_fd_;  // the PERF_EVENT_ARRAY libbpf keeps the events in
-  perf_buffer* buffer_ = nullptr;
+  // The names ring's: its forks and exits are the other ring's copies.
+  static bpf_perf_event_ret on_name_record(void* ctx, int cpu, perf_event_header* header);
+  UniqueFd mappings_map_fd_;   // the PERF_EVENT_ARRAYs libbpf keeps the events in
+  UniqueFd names_map_fd_;
+  perf_buffer* mappings_ = nullptr;
+  perf_buffer* names_ = nullptr;
   std::vector<ProcessRecord> pending_;  // the event thread's alone
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> lost_{0};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -71,8 +72,21 @@ struct ProcessSnapshot {
 // (ProcessTracker::snapshot), exited ones of the round included.
 struct KnownProcesses {
   std::unordered_map<int32_t, std::shared_ptr<const ProcessSnapshot>> by_pid;
+  // Images an exec replaced while samples taken in them may still be in
+  // BPF, oldest first (a forked child's is its parent's snapshot): filled
+  // by ProcessTracker::recent_images only, for the drain to choose each
+  // new sample's image (RoundSamples::pin_images).
+  std::unordered_map<int32_t, std::vector<std::shared_ptr<const ProcessSnapshot>>> earlier_by_pid;
 
   const ProcessSnapshot* find(int32_t pid) const;
+  // The image a sample of `pid` was taken in: of its current one and the
+  // earlier ones newest first, the first that maps every one of `pcs` (the
+  // sample's native code addresses) and whose name is the sample's thread
+  // name (a thread keeps its process's name until it renames itself, and
+  // an exec names it anew); else the first that maps them all; else the
+  // current one (find()).
+  std::shared_ptr<const ProcessSnapshot> image_for(int32_t pid, std::string_view thread_name,
+                                                   const std::vector<uint64_t>& pcs) const;
 };
 
 }  // namespace omniprof

@@ -610,6 +610,7 @@ ProcessTracker::RecordView* ProcessTracker::record_view(int32_t pid, std::unorde
   view.executables.resize(view.mappings.size());
   view.resolved.assign(view.mappings.size(), 1);
   view.in_process_info_since_ns = known->in_process_info_since_ns;
+  view.image = known;
   return &view;
 }
 
@@ -650,6 +651,8 @@ void ProcessTracker::add_mapping(RecordView& view, const ProcMapping& mapping) {
   view.executables = std::move(kept.executables);
   view.resolved = std::move(kept.resolved);
   view.in_process_info_since_ns = 0;
+  view.fork_held_since_ns = 0;
+  view.image.reset();
 }
 
 void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
@@ -687,6 +690,7 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
   // Before releasing the old image's references: what both map stays loaded.
   if (auto replaced = publish(snapshot); replaced && replaced != snapshot) release(*replaced);
   view.in_process_info_since_ns = snapshot->in_process_info_since_ns;
+  view.image = snapshot;
   // From the first record to process_info holding the view: none for a
   // child the kernel gave its parent's entry at the fork.
   const uint64_t now_ns = monotonic_ns();
@@ -697,7 +701,6 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.described_from_records++;
-    if (copied_at_fork) stats_.forks_copied_in_kernel++;
     stats_.record_delay_us_total += delay_us;
     stats_.record_delay_us_max = std::max(stats_.record_delay_us_max, delay_us);
     if (delay_us < 1000) stats_.record_delays_under_1ms++;
@@ -743,6 +746,10 @@ int ProcessTracker::ms_until_due() const {
   }
   const uint64_t now_ns = monotonic_ns();
   for (const auto& [pid, view] : pending_record_views_) {
+    if (view.fork_held_since_ns != 0) {
+      consider(static_cast<int64_t>(view.fork_held_since_ns + kForkHoldNs) - static_cast<int64_t>(now_ns));
+      continue;
+    }
     if (view.exec_mapping_since_ns == 0 || view.mappings.empty()) continue;  // waits for records
     consider(static_cast<int64_t>(view.exec_mapping_since_ns + exec_mapping_wait_ns_) - static_cast<int64_t>(now_ns));
   }
@@ -781,6 +788,8 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         const bool copied = fork_copies_ && parent->in_process_info_since_ns != 0 &&
                             parent->in_process_info_since_ns <= record.time_ns;
         child.in_process_info_since_ns = copied ? record.time_ns : 0;
+        child.fork_held_since_ns = copied ? record.time_ns : 0;
+        if (copied) count(&ProcessTrackerStats::forks_copied_in_kernel);
         views[record.pid] = std::move(child);
         noted(record.pid, record.time_ns);
         touch(record.pid);
@@ -791,7 +800,9 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         view.comm = record.comm;
         view.exec_mapping_since_ns = record.time_ns;
         // Not from /proc: that shows the new image already.
-        if (RecordView* before = record_view(record.pid, views, false); before && before->facts) {
+        RecordView* before = record_view(record.pid, views, false);
+        if (before && before->image) keep_earlier_image(record.pid, before->image);
+        if (before && before->facts) {
           // The parent's cgroup and environment, this image's name (its
           // exe is the first mapping's path, set with it): read for real
           // if it lives kFactsDelay.
@@ -832,6 +843,13 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         break;
       }
       case ProcessRecord::Kind::kExit:
+        if (auto held = pending_record_views_.find(record.pid);
+            held != pending_record_views_.end() && held->second.fork_held_since_ns != 0 && !views.count(record.pid)) {
+          // A held child that never exec'd: published as it ends, to be named.
+          views[record.pid] = std::move(held->second);
+          pending_record_views_.erase(held);
+          touch(record.pid);
+        }
         if (auto it = views.find(record.pid); it != views.end()) {
           it->second.exited = true;
         } else {
@@ -841,11 +859,22 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
         break;
     }
   }
+  // Views taken from those held (a held child that forked) go back unless
+  // published; a parent's view read only for its fork is not published.
+  for (const auto& [pid, view] : views) {
+    if (view.fork_held_since_ns != 0 || view.exec_mapping_since_ns != 0) touch(pid);
+  }
   const uint64_t now_ns = monotonic_ns();
   for (int32_t pid : order) {
     auto it = views.find(pid);
     if (it == views.end()) continue;
     RecordView& view = it->second;
+    if (view.fork_held_since_ns != 0 && !view.exited && now_ns - view.fork_held_since_ns < kForkHoldNs &&
+        (pending_record_views_.size() < kMaxPendingRecordViews || pending_record_views_.count(pid))) {
+      count(&ProcessTrackerStats::forks_held);
+      pending_record_views_[pid] = std::move(view);
+      continue;
+    }
     // An exec still mapping its image (kExecMappingWaitNs): nothing can
     // walk it yet. An exited one is published now, to be named.
     const bool image_not_started = execs_end_with_vdso_ && view.exec_mapping_since_ns != 0 && !view.exited &&
@@ -874,10 +903,10 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
   // the wait is over, at the first wake-up after it.
   std::vector<int32_t> overdue;
   for (const auto& [pid, view] : pending_record_views_) {
-    if (view.exec_mapping_since_ns != 0 && !view.mappings.empty() &&
-        now_ns - view.exec_mapping_since_ns >= exec_mapping_wait_ns_) {
-      overdue.push_back(pid);
-    }
+    const bool exec_overdue = view.exec_mapping_since_ns != 0 && !view.mappings.empty() &&
+                              now_ns - view.exec_mapping_since_ns >= exec_mapping_wait_ns_;
+    const bool fork_hold_over = view.fork_held_since_ns != 0 && now_ns - view.fork_held_since_ns >= kForkHoldNs;
+    if (exec_overdue || fork_hold_over) overdue.push_back(pid);
   }
   for (int32_t pid : overdue) {
     RecordView view = std::move(pending_record_views_[pid]);
@@ -886,11 +915,38 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
   }
 }
 
+void ProcessTracker::keep_earlier_image(int32_t pid, std::shared_ptr<const ProcessSnapshot> image) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (earlier_image_count_ >= kMaxEarlierImages) {
+    stats_.earlier_images_dropped++;
+    return;
+  }
+  earlier_images_[pid].push_back({std::move(image), drains_});
+  earlier_image_count_++;
+  stats_.earlier_images_kept++;
+}
+
+void ProcessTracker::prune_earlier_images_locked(
+    const std::function<bool(int32_t pid, const EarlierImage& earlier)>& keep) {
+  for (auto it = earlier_images_.begin(); it != earlier_images_.end();) {
+    auto& images = it->second;
+    const size_t before = images.size();
+    images.erase(std::remove_if(images.begin(), images.end(),
+                                [&](const EarlierImage& earlier) { return !keep(it->first, earlier); }),
+                 images.end());
+    earlier_image_count_ -= before - images.size();
+    it = images.empty() ? earlier_images_.erase(it) : std::next(it);
+  }
+}
+
 void ProcessTracker::end_round() {
   std::vector<std::shared_ptr<ProcessSnapshot>> forgotten;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     gone_this_round_.clear();
+    // Only an image replaced since the round's last drain may have samples
+    // still in BPF.
+    prune_earlier_images_locked([&](int32_t, const EarlierImage& earlier) { return earlier.replaced_at_drain >= drains_; });
     for (auto it = processes_.begin(); it != processes_.end();) {
       // A claimed pid is being republished: it is looked at next round.
       bool gone = !claimed_.count(it->first) &&
@@ -910,6 +966,10 @@ void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_rou
   {
     std::lock_guard<std::mutex> lock(mutex_);
     drains_++;
+    // As an exit below: every sample taken in an image replaced before the
+    // previous drain began is drained, its image chosen (pin_images).
+    prune_earlier_images_locked(
+        [&](int32_t, const EarlierImage& earlier) { return earlier.replaced_at_drain + 1 >= drains_; });
     for (auto it = exit_noted_at_drain_.begin(); it != exit_noted_at_drain_.end();) {
       const int32_t pid = it->first;
       // Its exit noted before the previous drain began: every sample it
@@ -968,6 +1028,17 @@ std::shared_ptr<const KnownProcesses> ProcessTracker::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   known->by_pid.insert(processes_.begin(), processes_.end());
   return known;
+}
+
+KnownProcesses ProcessTracker::recent_images() const {
+  KnownProcesses recent;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [pid, images] : earlier_images_) {
+    auto& out = recent.earlier_by_pid[pid];
+    for (const EarlierImage& earlier : images) out.push_back(earlier.image);
+    if (auto it = processes_.find(pid); it != processes_.end()) recent.by_pid.emplace(pid, it->second);
+  }
+  return recent;
 }
 
 ProcessTrackerStats ProcessTracker::stats() const {

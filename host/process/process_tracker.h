@@ -42,6 +42,9 @@ struct ProcessTrackerStats {
   uint64_t records_of_unknown = 0;  // fork/mmap records of processes known neither from records nor /proc
   uint64_t records_dropped = 0;     // records not applied: kMaxPendingRecordViews processes waiting already
   uint64_t publishes_held_for_exec = 0;  // batches whose exec was still mapping its image (held for its [vdso])
+  uint64_t earlier_images_kept = 0;     // images an exec replaced, kept to name the samples taken in them
+  uint64_t earlier_images_dropped = 0;  // ... not kept: kMaxEarlierImages already
+  uint64_t forks_held = 0;  // forked children's views held, not published, for kForkHoldNs (most exec meanwhile)
   // Forks whose child the host did not write to process_info: the kernel
   // had copied the parent's entry, and it was the parent's latest.
   uint64_t forks_copied_in_kernel = 0;
@@ -123,6 +126,10 @@ class ProcessTracker {
 
   // What is known now, as one immutable value: a round is named from it.
   std::shared_ptr<const KnownProcesses> snapshot() const;
+  // The processes that exec'd since the drain before last, each with its
+  // current image (by_pid) and the ones it replaced (earlier_by_pid): what
+  // a drain chooses its new samples' images from (RoundSamples::pin_images).
+  KnownProcesses recent_images() const;
   // Called after a round's profile is built: forgets processes that exited.
   void end_round();
   // Called after each drain of the BPF maps with the pids the round has
@@ -168,6 +175,16 @@ class ProcessTracker {
     uint64_t first_record_ns = 0;  // CLOCK_MONOTONIC of the oldest record not yet published
     // As ProcessSnapshot's: 0 once the view changed since it was written.
     uint64_t in_process_info_since_ns = 0;
+    // CLOCK_MONOTONIC of the fork of a child whose process_info entry the
+    // kernel copied from its parent's current one: BPF walks it already, so
+    // it is held (kForkHoldNs) rather than published, and most such
+    // children exec before then, which replaces the view unpublished.
+    // Cleared by anything else that changes the view.
+    uint64_t fork_held_since_ns = 0;
+    // The published snapshot this view still equals (its parent's for a
+    // forked child): what an exec replacing it keeps for the round's
+    // naming (earlier_images_). Null once the view changed.
+    std::shared_ptr<const ProcessSnapshot> image;
   };
   // The view of `pid` among `views`, started from what the tracker has
   // published for it, or (`read_proc`) from /proc; null if it knows
@@ -178,7 +195,16 @@ class ProcessTracker {
   // Reads the facts of execs described from their parent's, once they have
   // lived kFactsDelay, into their snapshot.
   void read_deferred_facts();
-  static constexpr std::chrono::milliseconds kFactsDelay{20};
+  static constexpr std::chrono::milliseconds kFactsDelay{100};
+  // How long a forked child's view is held unpublished (RecordView::
+  // fork_held_since_ns): a shell's child execs within a millisecond or two;
+  // one that does not is published after this, or at its exit.
+  static constexpr uint64_t kForkHoldNs = 10'000'000;
+  // At most this many replaced images are kept at once (earlier_images_).
+  static constexpr size_t kMaxEarlierImages = 4096;
+  // Keeps `image`, which an exec of `pid` replaced, for the drains that
+  // bring the samples taken in it (recent_images).
+  void keep_earlier_image(int32_t pid, std::shared_ptr<const ProcessSnapshot> image);
   // An exec maps the executable, then its interpreter (ld.so), then the
   // [vdso], all before execve returns: no sample can walk the new image
   // until the last of them, so a view is published once, at the [vdso],
@@ -256,6 +282,17 @@ class ProcessTracker {
   std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_
   // Execs whose mappings have not come yet: the event thread's alone.
   std::unordered_map<int32_t, RecordView> pending_record_views_;
+  // Images execs replaced, oldest first, each with the drain count when it
+  // was replaced: kept while a sample taken in it may be in BPF, until the
+  // drain after next (drained(), end_round()); under mutex_, at most
+  // kMaxEarlierImages.
+  struct EarlierImage {
+    std::shared_ptr<const ProcessSnapshot> image;
+    uint64_t replaced_at_drain = 0;
+  };
+  std::unordered_map<int32_t, std::vector<EarlierImage>> earlier_images_;
+  size_t earlier_image_count_ = 0;
+  void prune_earlier_images_locked(const std::function<bool(int32_t pid, const EarlierImage& earlier)>& keep);
   // Execs whose own facts are to be read (the event thread's alone;
   // at most kMaxPendingRecordViews, past which they keep their parent's).
   std::deque<std::pair<int32_t, std::chrono::steady_clock::time_point>> deferred_facts_;

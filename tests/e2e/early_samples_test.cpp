@@ -331,6 +331,64 @@ TEST(ShortLivedProcessTest, ChildrenForkedWithoutExecAreWalkedWholeAndNamed) {
       << children.counterexample << "\n" << r.output;
 }
 
+// A process that execs itself while the agent records (a new image of the
+// same file, mapped elsewhere: PIE; the same process name): the samples
+// taken before the exec are named with the image they were taken in, which
+// the tracker keeps for the round (KnownProcesses::image_for), not with the
+// image that replaced it; those after it, with the new one.
+TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanIn) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  const std::string dir = temp_dir("exec-images");
+  const std::string go = dir + "/go";
+  constexpr const char* kBeforeExec = "pre_exec_hot";
+  BackgroundProcess control(control_command(go, 30));
+  // Read by the agent's start-up scan; 600 ms of CPU in each image.
+  BackgroundProcess execing({workload("short_lived_nofp"), "600", "exec", kBeforeExec, go});
+  MachineRecording r = record_machine(dir, [&]() -> std::string {
+    std::ofstream(go) << "go\n";
+    std::string failure;
+    if (execing.wait() != 0) failure = "the exec'ing short_lived_nofp failed";
+    if (control.wait() != 0) failure += " the control short_lived_nofp failed";
+    return failure;
+  });
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+
+  const std::string control_pid = std::to_string(control.pid()), execing_pid = std::to_string(execing.pid());
+  std::vector<Sample> of_control;
+  for (const Sample& s : r.samples) {
+    if (s.label("pid") == control_pid) of_control.push_back(s);
+  }
+  const std::vector<std::string> tail = tail_below_main(of_control, kShortLivedChain);
+  const Judged reference = judge_control(of_control, tail);
+  auto named_whole = [&](const Sample& s) { return short_lived_whole(function_names(s.frames), tail); };
+  const Judged before = judge(
+      r.samples,
+      [&](const Sample& s) { return s.label("pid") == execing_pid && s.label("thread_name") == kBeforeExec; },
+      named_whole);
+  const Judged after = judge(
+      r.samples,
+      [&](const Sample& s) { return s.label("pid") == execing_pid && s.label("thread_name") == kShortLivedHot; },
+      named_whole);
+  std::cerr << "a process exec'ing itself, 600 ms of CPU in each image (recorded " << r.seconds << " s):\n"
+            << "  whole = " << joined(kShortLivedChain) << " <- " << joined(tail) << " (below main: the control's)\n";
+  print_judged("the control (long-lived, found at start)", reference);
+  print_judged(std::string("before the exec (thread_name=") + kBeforeExec + ")", before);
+  print_judged(std::string("after the exec (thread_name=") + kShortLivedHot + ")", after);
+  std::cerr << "  host.earlier_images_kept " << agent_counter(r.output, "host.earlier_images_kept") << "\n";
+
+  ASSERT_FALSE(tail.empty()) << "the long-lived control's walks show nothing below main:\n" << r.output;
+  const int64_t expected = static_cast<int64_t>(0.6 * kHz);
+  ASSERT_GE(before.total, expected / 3) << "too few samples before the exec to judge\n" << r.output;
+  ASSERT_GE(after.total, expected / 3) << "too few samples after the exec to judge\n" << r.output;
+  EXPECT_GE(before.whole * 100, before.total * 95)
+      << before.whole << " of " << before.total << " samples taken before the exec are named whole; one that is not: "
+      << before.counterexample << "\n" << r.output;
+  EXPECT_GE(after.whole * 100, after.total * 95)
+      << after.whole << " of " << after.total << " samples taken after the exec are named whole; one that is not: "
+      << after.counterexample << "\n" << r.output;
+}
+
 // The short Python script (tests/workloads/python_short_lived.py): its
 // chain, leaf first, and its thread's name while the chain runs.
 const std::vector<std::string> kPythonShortChain = {"short_hot", "short_middle", "<module>"};

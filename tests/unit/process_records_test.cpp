@@ -310,6 +310,39 @@ TEST_F(ProcessTrackerRecordsTest, ForkInheritsTheParentsMappingsAndExecReplacesT
   EXPECT_NE(exec_d->executables[0].file_id, 0u);
 }
 
+// An exec keeps the image it replaces (a forked child's: its parent's
+// snapshot) for the drains that bring the samples taken in it: until the
+// drain after the one following the exec, or the round's end.
+TEST_F(ProcessTrackerRecordsTest, ExecKeepsTheReplacedImageUntilItsSamplesAreDrained) {
+  auto parent = tracker_.get(getpid());
+  ASSERT_NE(parent, nullptr);
+  const auto own = own_executable_mappings();
+  const int32_t child = exited_pid();
+  tracker_.apply_records({task(PERF_RECORD_FORK, child, getpid(), 1), exec(child, "newimage", 2), mmap(child, own[0], 3)});
+  ASSERT_NE(known(child), nullptr);
+  EXPECT_EQ(known(child)->comm, "newimage");
+  KnownProcesses recent = tracker_.recent_images();
+  ASSERT_EQ(recent.earlier_by_pid[child].size(), 1u);
+  EXPECT_EQ(recent.earlier_by_pid[child][0]->comm, parent->comm);
+  EXPECT_EQ(recent.earlier_by_pid[child][0]->mappings.size(), parent->mappings.size());
+  ASSERT_EQ(recent.by_pid.count(child), 1u);
+  EXPECT_EQ(recent.by_pid[child]->comm, "newimage");
+  EXPECT_EQ(tracker_.stats().earlier_images_kept, 1u);
+
+  tracker_.drained({child});  // may have begun before the exec
+  EXPECT_EQ(tracker_.recent_images().earlier_by_pid.count(child), 1u);
+  tracker_.drained({child});
+  EXPECT_EQ(tracker_.recent_images().earlier_by_pid.count(child), 0u) << "kept past the drain after the exec's";
+
+  const int32_t late = exited_pid();
+  tracker_.apply_records({task(PERF_RECORD_FORK, late, getpid(), 4), exec(late, "late", 5), mmap(late, own[0], 6)});
+  tracker_.end_round();  // replaced after the last drain: its samples may come in the next round
+  EXPECT_EQ(tracker_.recent_images().earlier_by_pid.count(late), 1u);
+  tracker_.drained({});
+  tracker_.end_round();
+  EXPECT_EQ(tracker_.recent_images().earlier_by_pid.count(late), 0u);
+}
+
 // A later mapping over part of an earlier one (MAP_FIXED, a library loaded
 // where another was unmapped: perf reports no munmap) replaces that part.
 TEST_F(ProcessTrackerRecordsTest, MappingOverAnotherReplacesTheOverlap) {

@@ -134,6 +134,89 @@ TEST(ProfileAssemblerTest, ProcessGoneBeforeItWasReadKeepsItsSamples) {
   EXPECT_TRUE(assembler.requests().stale_mappings.empty());  // nothing known to read again
 }
 
+// A process that exec'd in the round: a sample taken before the exec is
+// named with the image it ran in (this test process, kept as an earlier
+// image and chosen at the drain), with that image's name; one taken after,
+// with the new image.
+TEST(ProfileAssemblerTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanIn) {
+  FileIdCache ids;
+  OpenExecutables files(ids);
+  ElfSymbolizer symbolizer;
+  ProcessTracker processes(nullptr, nullptr);
+  processes.track_executables(nullptr, &files, &symbolizer);
+  auto before = processes.get(getpid());
+  ASSERT_NE(before, nullptr);
+  auto after = std::make_shared<ProcessSnapshot>();
+  after->pid = getpid();
+  after->comm = "newimage";
+  ProcMapping mapping;
+  mapping.start = 0x10000;
+  mapping.end = 0x20000;
+  mapping.perms = "r-xp";
+  mapping.path = "/nonexistent/newimage";
+  after->mappings = {mapping};
+  after->executables.resize(1);
+  KnownProcesses known;
+  known.by_pid[getpid()] = after;
+
+  auto marker = reinterpret_cast<uint64_t>(&omniprof_assembler_test_marker);
+  RoundSamples round;
+  round.stacks[100] = frames_of({marker + 2, marker + 1}, OMNIPROF_FRAME_NATIVE);
+  round.stacks[101] = frames_of({0x10010}, OMNIPROF_FRAME_NATIVE);
+  omniprof_stack_key old_key = key_for(100, OMNIPROF_STACK_ID_NONE);
+  std::snprintf(old_key.thread_name, sizeof(old_key.thread_name), "%s", before->comm.c_str());
+  omniprof_stack_key new_key = key_for(101, OMNIPROF_STACK_ID_NONE);
+  std::snprintf(new_key.thread_name, sizeof(new_key.thread_name), "newimage");
+  round.counts[old_key] = 5;
+  round.counts[new_key] = 3;
+  // As the drains that brought them chose, from the image replaced and the
+  // current one.
+  KnownProcesses recent;
+  recent.by_pid[getpid()] = after;
+  recent.earlier_by_pid[getpid()] = {before};
+  round.pin_images(recent);
+  ASSERT_EQ(round.images.size(), 2u);
+  EXPECT_EQ(round.images[old_key], before);
+  EXPECT_EQ(round.images[new_key], after);
+
+  ProfileAssembler assembler(symbolizer, nullptr, nullptr);
+  ProfileBuilder builder = assembler.assemble(round, known, 1000, 0, 1);
+  std::map<int64_t, Names> by_count;
+  for (const auto& s : decode(builder.build())) by_count[s.count] = s;
+  ASSERT_EQ(by_count.size(), 2u);
+  EXPECT_EQ(by_count[5].frames,
+            (std::vector<std::string>{"omniprof_assembler_test_marker", "omniprof_assembler_test_marker"}));
+  EXPECT_EQ(by_count[5].labels.at("comm"), before->comm);
+  EXPECT_EQ(by_count[3].frames, std::vector<std::string>{"newimage+0x10"});
+  EXPECT_EQ(by_count[3].labels.at("comm"), "newimage");
+  // Every frame was in a mapping of the image chosen: nothing to read again.
+  EXPECT_TRUE(assembler.requests().stale_mappings.empty());
+}
+
+// Of images that all map a sample's addresses, the one with the sample's
+// thread name; of none that map them, the current one.
+TEST(KnownProcessesTest, ImageForPrefersTheImageNamedAsTheThreadAmongThoseMappingEveryAddress) {
+  auto image = [](const std::string& comm, uint64_t start) {
+    auto snapshot = std::make_shared<ProcessSnapshot>();
+    snapshot->comm = comm;
+    ProcMapping m;
+    m.start = start;
+    m.end = start + 0x1000;
+    snapshot->mappings = {m};
+    snapshot->executables.resize(1);
+    return snapshot;
+  };
+  KnownProcesses known;
+  known.by_pid[7] = image("current", 0x1000);
+  known.earlier_by_pid[7] = {image("oldest", 0x1000), image("older", 0x5000), image("old", 0x1000)};
+  EXPECT_EQ(known.image_for(7, "current", {0x1010})->comm, "current");
+  EXPECT_EQ(known.image_for(7, "oldest", {0x1010})->comm, "oldest");
+  EXPECT_EQ(known.image_for(7, "a-thread", {0x1010})->comm, "current");  // no name matches: the newest mapping all
+  EXPECT_EQ(known.image_for(7, "current", {0x5010})->comm, "older");
+  EXPECT_EQ(known.image_for(7, "old", {0x1010, 0x5010})->comm, "current");  // none maps both
+  EXPECT_EQ(known.image_for(8, "x", {0x1010}), nullptr);
+}
+
 class NoLoader : public ExecutableLoader {
  public:
   omniprof_status load(uint64_t, const std::string&, std::string&) override { return OMNIPROF_OK; }

@@ -14,6 +14,11 @@
  *       one after another, none of which execs: each burns CPU_MS the same
  *       way (its chain from the fork's return in main) and exits; the
  *       parent only waits for them.
+ *   short_lived_nofp CPU_MS exec NAME GO_FILE
+ *       waits for GO_FILE as the control does, then burns CPU_MS the same
+ *       way with its thread named NAME, and execs itself as
+ *       `short_lived_nofp CPU_MS`: the same chain in a new image of the
+ *       same file, mapped elsewhere (PIE), under the same process name.
  *
  * The thread name tells the test which samples were taken while the chain
  * ran: BPF reads it from the kernel at each sample (the label thread_name),
@@ -64,10 +69,20 @@ static int wait_for(const char *go) {
 
 int main(int argc, char **argv) {
   if (argc != 2 && argc != 5) {
-    fprintf(stderr, "usage: %s CPU_MS [ROUNDS PAUSE_MS GO_FILE | fork CHILDREN GO_FILE]\n", argv[0]);
+    fprintf(stderr, "usage: %s CPU_MS [ROUNDS PAUSE_MS GO_FILE | fork CHILDREN GO_FILE | exec NAME GO_FILE]\n",
+            argv[0]);
     return 2;
   }
   double seconds = atof(argv[1]) / 1000;
+  if (argc == 5 && strcmp(argv[2], "exec") == 0) {
+    if (wait_for(argv[4]) != 0) return 1;
+    prctl(PR_SET_NAME, argv[3]);
+    short_lived_outer(thread_cpu_seconds() + seconds);
+    char *again[] = {argv[0], argv[1], NULL};
+    execv("/proc/self/exe", again);
+    perror("execv");
+    return 1;
+  }
   if (argc == 5 && strcmp(argv[2], "fork") == 0) {
     if (wait_for(argv[4]) != 0) return 1;
     for (int i = 0, children = atoi(argv[3]); i < children; i++) {
