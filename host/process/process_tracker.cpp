@@ -551,8 +551,12 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       auto snapshot = describe(pid);
       if (!snapshot) break;
       count(&ProcessTrackerStats::described);
-      // Before releasing the old image: shared libraries stay loaded.
-      if (auto replaced = publish(snapshot)) release(*replaced);
+      // Before releasing the old image: shared libraries stay loaded. The
+      // old image names the samples taken in it (recent_images).
+      if (auto replaced = publish(snapshot)) {
+        keep_earlier_image(pid, replaced);
+        release(*replaced);
+      }
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:

@@ -336,9 +336,8 @@ TEST(ShortLivedProcessTest, ChildrenForkedWithoutExecAreWalkedWholeAndNamed) {
 // taken before the exec are named with the image they were taken in, which
 // the tracker keeps for the round (KnownProcesses::image_for), not with the
 // image that replaced it; those after it, with the new one.
-TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanIn) {
-  OMNIPROF_REQUIRE_BPF();
-  OMNIPROF_REQUIRE_GO();
+// `environment`: the agent's; `how`: what it describes processes from.
+void expect_images_named_across_an_exec(const std::vector<std::string>& environment, const std::string& how) {
   const std::string dir = temp_dir("exec-images");
   const std::string go = dir + "/go";
   constexpr const char* kBeforeExec = "pre_exec_hot";
@@ -351,7 +350,7 @@ TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanI
     if (execing.wait() != 0) failure = "the exec'ing short_lived_nofp failed";
     if (control.wait() != 0) failure += " the control short_lived_nofp failed";
     return failure;
-  });
+  }, environment);
   ASSERT_TRUE(r.failure.empty()) << r.failure;
 
   const std::string control_pid = std::to_string(control.pid()), execing_pid = std::to_string(execing.pid());
@@ -370,7 +369,8 @@ TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanI
       r.samples,
       [&](const Sample& s) { return s.label("pid") == execing_pid && s.label("thread_name") == kShortLivedHot; },
       named_whole);
-  std::cerr << "a process exec'ing itself, 600 ms of CPU in each image (recorded " << r.seconds << " s):\n"
+  std::cerr << "a process exec'ing itself, 600 ms of CPU in each image, described " << how << " (recorded "
+            << r.seconds << " s):\n"
             << "  whole = " << joined(kShortLivedChain) << " <- " << joined(tail) << " (below main: the control's)\n";
   print_judged("the control (long-lived, found at start)", reference);
   print_judged(std::string("before the exec (thread_name=") + kBeforeExec + ")", before);
@@ -387,6 +387,21 @@ TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanI
   EXPECT_GE(after.whole * 100, after.total * 95)
       << after.whole << " of " << after.total << " samples taken after the exec are named whole; one that is not: "
       << after.counterexample << "\n" << r.output;
+}
+
+TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanIn) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  expect_images_named_across_an_exec({}, "from the kernel's process records");
+}
+
+// The same where the agent reads an exec'd process from /proc at BPF's exec
+// notice (a kernel without process records, or -p): the image it replaces
+// is kept alike.
+TEST(ShortLivedProcessTest, SamplesTakenBeforeAnExecAreNamedWithTheirImageWithoutProcessRecords) {
+  OMNIPROF_REQUIRE_BPF();
+  OMNIPROF_REQUIRE_GO();
+  expect_images_named_across_an_exec({"OMNIPROF_HIDE_BPF_FEATURES=process_records"}, "from /proc at the exec notice");
 }
 
 // The short Python script (tests/workloads/python_short_lived.py): its
