@@ -126,7 +126,13 @@ void RoundSamples::pin_images(const KnownProcesses& recent) {
       if (frame.kind == OMNIPROF_FRAME_NATIVE) pcs.push_back(omniprof_code_address(frame.address, i != 0));
     }
     const std::string_view thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
-    if (auto image = recent.image_for(pid, thread_name, pcs)) images.emplace(key, std::move(image));
+    // The current image is not pinned: the process's image at the round's
+    // close names it, with what it maps by then (ld.so maps the libraries
+    // after the exec; without process records the host reads them later).
+    // A later exec makes it an earlier image, chosen at that drain.
+    auto image = recent.image_for(pid, thread_name, pcs);
+    auto current = recent.by_pid.find(pid);
+    if (image && (current == recent.by_pid.end() || image != current->second)) images.emplace(key, std::move(image));
   }
 }
 

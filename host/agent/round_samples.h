@@ -62,7 +62,7 @@ struct RoundSamples {
   // For each counted key of a process in `recent` (ProcessTracker::
   // recent_images) not chosen yet: the image its user stack ran in
   // (KnownProcesses::image_for, by the stack's native addresses and the
-  // thread's name).
+  // thread's name), when that is an image an exec replaced.
   void pin_images(const KnownProcesses& recent);
   // Makes `times` agree with `counts` at the round's close (`close_ns`,
   // CLOCK_MONOTONIC, taken before its last drain). A time is written after

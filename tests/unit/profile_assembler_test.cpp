@@ -175,9 +175,8 @@ TEST(ProfileAssemblerTest, SamplesTakenBeforeAnExecAreNamedWithTheImageTheyRanIn
   recent.by_pid[getpid()] = after;
   recent.earlier_by_pid[getpid()] = {before};
   round.pin_images(recent);
-  ASSERT_EQ(round.images.size(), 2u);
+  ASSERT_EQ(round.images.size(), 1u) << "only a replaced image is pinned; the current one names at the close";
   EXPECT_EQ(round.images[old_key], before);
-  EXPECT_EQ(round.images[new_key], after);
 
   ProfileAssembler assembler(symbolizer, nullptr, nullptr);
   ProfileBuilder builder = assembler.assemble(round, known, 1000, 0, 1);
