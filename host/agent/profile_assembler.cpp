@@ -249,22 +249,20 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
     frames.clear();
     user_frames.clear();
     int32_t pid = static_cast<int32_t>(key.pid);
-    std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
     // A process that exec'd in the round: the image the sample ran in, as
     // the drain that brought it chose.
     auto pinned = round.images.find(key);
     const ProcessSnapshot* process = pinned != round.images.end() ? pinned->second.get() : processes.find(pid);
-    auto user_stack = key.user_stack_id == OMNIPROF_STACK_ID_LOST || key.user_stack_id == OMNIPROF_STACK_ID_NONE
-                          ? round.stacks.end() : round.stacks.find(key.user_stack_id);
     // User frames are named first so that a process's main executable, not
     // the kernel, is the profile's first mapping (pprof shows it as "File").
     if (key.user_stack_id == OMNIPROF_STACK_ID_LOST) {
       user_frames.push_back(marker_frame("[user stack lost: stack_traces full]"));
     } else if (key.user_stack_id != OMNIPROF_STACK_ID_NONE) {
-      if (user_stack == round.stacks.end()) {
+      auto it = round.stacks.find(key.user_stack_id);
+      if (it == round.stacks.end()) {
         user_frames.push_back(marker_frame("[user stack missing]"));
       } else {
-        const StackFrames& stack = user_stack->second;
+        const StackFrames& stack = it->second;
         for (size_t i = 0; i < stack.frames.size(); ++i) {
           const omniprof_frame& frame = stack.frames[i];
           if (frame.kind == OMNIPROF_FRAME_NATIVE) {
@@ -287,6 +285,7 @@ std::vector<ProfileBuilder> ProfileAssembler::assemble(const RoundSamples& round
       }
     }
     frames.insert(frames.end(), user_frames.begin(), user_frames.end());
+    std::string thread_name(key.thread_name, strnlen(key.thread_name, sizeof(key.thread_name)));
     if (!process) stats_.unknown_processes += count;
     SampleLabels labels;
     labels.pid = pid;

@@ -120,7 +120,7 @@ class ProfileAssembler {
   std::vector<NamedFrame> frames_;
   std::vector<ProfileMapping> mappings_;
   std::map<ProfileMapping, uint32_t> mapping_index_;
-  // Per assemble(): (pid, address, leaf) -> frame.
+  // Per assemble(): (pid, image named with, address, leaf) -> frame.
   std::map<std::tuple<int32_t, const ProcessSnapshot*, uint64_t, bool>, FrameIndex> native_cache_;
   std::unordered_map<uint64_t, FrameIndex> kernel_cache_;
   std::unordered_map<std::string, FrameIndex> marker_cache_;

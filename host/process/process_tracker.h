@@ -280,7 +280,8 @@ class ProcessTracker {
   uint64_t drains_ = 0;  // under mutex_
   std::unordered_map<int32_t, uint64_t> exit_noted_at_drain_;  // under mutex_: drains_ when its exit was noted
   std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_
-  // Execs whose mappings have not come yet: the event thread's alone.
+  // Execs whose mappings have not come yet, and forked children held
+  // (RecordView::fork_held_since_ns): the event thread's alone.
   std::unordered_map<int32_t, RecordView> pending_record_views_;
   // Images execs replaced, oldest first, each with the drain count when it
   // was replaced: kept while a sample taken in it may be in BPF, until the
