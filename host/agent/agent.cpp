@@ -260,13 +260,16 @@ Result<void> Agent::start() {
             std::vector<ProcessRecord> records = process_records_->drain();
             processes_->apply_records(records);  // also when empty: deferred reads are due
             handled = static_cast<int>(records.size());
+          } else {
+            processes_->reread_execs_due();
           }
           int events = ring_buffer__consume(events_);
           return events < 0 ? events : handled + events;
         },
         stopping_,
-        // Held views and deferred reads are due at a time no record brings.
-        [this] { return process_records_ ? processes_->ms_until_due() : -1; });
+        // Held views, deferred reads and exec re-reads are due at a time no
+        // record or event brings.
+        [this] { return processes_->ms_until_due(); });
   });
 
   // Plugins read, while processes live, what they will need to name frames
@@ -580,6 +583,8 @@ std::vector<StatLine> Agent::stats() const {
            {"host.processes_gone_before_read", ps.gone_before_read},
            {"host.process_info_errors", ps.process_info_errors},
            {"host.maps_refreshes", ps.maps_refreshes},
+           {"host.exec_rereads", ps.exec_rereads},
+           {"host.exec_rereads_dropped", ps.exec_rereads_dropped},
            {"host.mappings_truncated", ps.mappings_truncated},
            {"host.unidentified_files", ps.unidentified_files},
            {"host.processes_described_from_records", ps.described_from_records},

@@ -518,13 +518,54 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
     last_refresh_[pid] = now;
     if (it != processes_.end()) old = it->second;
   }
+  count(&ProcessTrackerStats::maps_refreshes);
+  return reread_claimed(pid, std::move(old));
+}
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::reread_claimed(int32_t pid,
+                                                                      std::shared_ptr<ProcessSnapshot> old) {
   auto snapshot = describe(pid);
   if (!snapshot) return old;
-  count(&ProcessTrackerStats::maps_refreshes);
   if (old && same_mappings(*old, *snapshot)) return old;
   // Before releasing the old mappings: what both map stays loaded.
   if (auto replaced = publish(snapshot)) release(*replaced);
   return snapshot;
+}
+
+void ProcessTracker::reread_execs_due() {
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t delay = 0; delay < std::size(kExecRereadDelays); ++delay) {
+    for (;;) {
+      int32_t pid;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto& queue = exec_rereads_[delay];
+        if (queue.empty() || now - queue.front().exec_noticed < kExecRereadDelays[delay]) break;
+        const ExecReread due = queue.front();
+        queue.pop_front();
+        pid = due.pid;
+        if (delay + 1 < std::size(kExecRereadDelays)) {
+          exec_rereads_[delay + 1].push_back({due.pid, due.exec_noticed, delay + 1});
+        } else {
+          exec_reread_count_--;
+        }
+      }
+      std::shared_ptr<ProcessSnapshot> old;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        auto it = processes_.find(pid);
+        // Gone, or described anew meanwhile (it is claimed: its describer
+        // reads what this would).
+        if (it == processes_.end() || it->second->exited || claimed_.count(pid)) continue;
+        old = it->second;
+        claimed_.insert(pid);
+      }
+      PidClaim claim(*this, pid);
+      if (access(fmt::format("/proc/{}", pid).c_str(), F_OK) != 0) continue;
+      count(&ProcessTrackerStats::exec_rereads);
+      reread_claimed(pid, std::move(old));
+    }
+  }
 }
 
 void ProcessTracker::forget_in_plugins(int32_t pid) {
@@ -557,6 +598,13 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
         keep_earlier_image(pid, replaced);
         release(*replaced);
       }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (exec_reread_count_ >= kMaxExecRereads) {
+        stats_.exec_rereads_dropped++;
+        break;
+      }
+      exec_reread_count_++;
+      exec_rereads_[0].push_back({pid, std::chrono::steady_clock::now(), 0});
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:
@@ -747,6 +795,15 @@ int ProcessTracker::ms_until_due() const {
   if (!deferred_facts_.empty()) {
     const auto left = deferred_facts_.front().second + kFactsDelay - std::chrono::steady_clock::now();
     consider(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t delay = 0; delay < std::size(kExecRereadDelays); ++delay) {
+      if (exec_rereads_[delay].empty()) continue;
+      const auto left = exec_rereads_[delay].front().exec_noticed + kExecRereadDelays[delay] -
+                        std::chrono::steady_clock::now();
+      consider(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    }
   }
   const uint64_t now_ns = monotonic_ns();
   for (const auto& [pid, view] : pending_record_views_) {

@@ -36,6 +36,11 @@ struct ProcessTrackerStats {
   uint64_t gone_before_read = 0;  // exited before the host could read them
   uint64_t process_info_errors = 0;  // process_info map full or write failed
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
+  // Without process records: re-reads of an exec'd process a while after
+  // BPF's exec notice (kExecRereadDelays), for what ld.so mapped after the
+  // read at the notice; and those not queued (kMaxExecRereads queued).
+  uint64_t exec_rereads = 0;
+  uint64_t exec_rereads_dropped = 0;
   uint64_t mappings_truncated = 0;  // processes with more than OMNIPROF_MAX_MAPPINGS executable mappings
   uint64_t unidentified_files = 0;  // mapped files that could not be opened as mapped, or read for an id
   uint64_t described_from_records = 0;  // processes described (or re-described) from the kernel's records
@@ -115,10 +120,18 @@ class ProcessTracker {
   // named); an exit marks it exited. Once called, exec notices from BPF
   // (OMNIPROF_EVENT_EXEC) are left to the records.
   void apply_records(const std::vector<ProcessRecord>& records);
-  // Milliseconds (rounded up) until apply_records has work no record brings:
-  // a deferred facts read (kFactsDelay) or a held exec view's wait; -1 if
-  // none. The event thread sleeps that long at most. Event thread only.
+  // Milliseconds (rounded up) until there is work no record or BPF event
+  // brings: a deferred facts read (kFactsDelay) or a held exec view's wait
+  // (apply_records), or an exec'd process's re-read (reread_execs_due); -1
+  // if none. The event thread sleeps that long at most. Event thread only.
   int ms_until_due() const;
+  // Without process records: re-reads the processes exec'd
+  // kExecRereadDelays ago. The read at BPF's exec notice often comes before
+  // ld.so has mapped the libraries; BPF's own request for a pc in no known
+  // mapping is allowed once a second per process, and the ld.so samples
+  // before that read may well have spent it, leaving libc's frames of the
+  // new image unnamed for a second. Event thread only.
+  void reread_execs_due();
   // At most this many processes wait for the mmap records that complete
   // them (an exec seen, its first mapping not yet): a fork storm beyond it
   // drops records (counted), never grows memory without bound.
@@ -272,6 +285,26 @@ class ProcessTracker {
   std::unordered_set<int32_t> exited_while_claimed_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
   static constexpr std::chrono::milliseconds kRefreshInterval{1000};
+  // After an exec notice (no process records): re-read at these delays, the
+  // first for most programs' ld.so, the second for a slow one (an emulated
+  // machine, a library on a network file system). Each publishes only if
+  // the mappings changed.
+  static constexpr std::chrono::milliseconds kExecRereadDelays[] = {std::chrono::milliseconds(10),
+                                                                     std::chrono::milliseconds(100)};
+  static constexpr size_t kMaxExecRereads = 4096;
+  struct ExecReread {
+    int32_t pid;
+    std::chrono::steady_clock::time_point exec_noticed;
+    size_t delay_index;  // into kExecRereadDelays
+  };
+  // Oldest first per delay index; under mutex_ (handle_event may run on any
+  // thread).
+  std::deque<ExecReread> exec_rereads_[std::size(kExecRereadDelays)];
+  size_t exec_reread_count_ = 0;
+  // Re-reads a claimed process's mappings, publishing them if changed (the
+  // old ones released after): refresh_for_unknown_address's and
+  // reread_execs_due's read.
+  std::shared_ptr<const ProcessSnapshot> reread_claimed(int32_t pid, std::shared_ptr<ProcessSnapshot> old);
   std::unordered_map<int32_t, std::chrono::steady_clock::time_point> last_refresh_;
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
