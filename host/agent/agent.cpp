@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "common/directory_listing.h"
+#include "common/thread_priority.h"
 #include "bpf/bpf_support.h"
 #include "entry.skel.h"
 #include "log/logger.h"
@@ -245,6 +246,15 @@ Result<void> Agent::start() {
     }
   }
   event_thread_ = std::thread([this] {
+    // It describes new processes while their first samples are taken
+    // (common/thread_priority.h).
+    if (config_.describe_nice != 0) {
+      if (auto r = set_current_thread_nice(config_.describe_nice); !r) {
+        log().warn("processes.nice: {}; processes are described at the agent's own priority, and a busy "
+                   "machine's new processes are walked whole less often",
+                   r.error().message);
+      }
+    }
     event_loop_->run(
         [this](int timeout_ms) {
           epoll_event ready[4];
@@ -257,9 +267,9 @@ Result<void> Agent::start() {
           // no known mapping) is often one they describe.
           int handled = 0;
           if (process_records_) {
-            std::vector<ProcessRecord> records = process_records_->drain();
-            processes_->apply_records(records);  // also when empty: deferred reads are due
-            handled = static_cast<int>(records.size());
+            process_records_->drain(records_drained_);
+            processes_->apply_records(records_drained_);  // also when empty: deferred reads are due
+            handled = static_cast<int>(records_drained_.size());
           } else {
             processes_->reread_execs_due();
           }

@@ -59,6 +59,7 @@ constexpr IntegerRange kRetryMaxSecondsRange{1, 86400};
 constexpr IntegerRange kShutdownWaitRange{0, 600};
 constexpr IntegerRange kTimeoutSecondsRange{1, 600};
 constexpr IntegerRange kPidRange{1, std::numeric_limits<int32_t>::max()};
+constexpr IntegerRange kNiceRange{-20, 19};
 
 constexpr std::string_view kLogLevels[] = {"debug", "info", "warn", "error"};
 
@@ -85,7 +86,7 @@ class DocumentApplier {
                                        describe(root)));
     }
     auto entries = mapping_entries(top, {"sampling", "round_seconds", "output", "plugins",
-                                         "runtimes", "pids", "maps", "startup", "log_level", "profile",
+                                         "runtimes", "pids", "processes", "maps", "startup", "log_level", "profile",
                                          "resource", "export", "metrics"});
     if (!entries) return entries.error();
     for (const Located& entry : *entries) {
@@ -125,6 +126,14 @@ class DocumentApplier {
     if (key == "startup") {
       return apply_section(entry, {"unwind_tables_wait_seconds"}, [&](const Located& field) {
         return read_unsigned(field, kWaitSecondsRange, config_.unwind_tables_wait_seconds);
+      });
+    }
+    if (key == "processes") {
+      return apply_section(entry, {"nice"}, [&](const Located& field) -> Result<void> {
+        auto value = read_integer(field, kNiceRange);
+        if (!value) return value.error();
+        config_.describe_nice = static_cast<int32_t>(*value);
+        return ok();
       });
     }
     if (key == "runtimes") return apply_runtimes(entry);

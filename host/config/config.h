@@ -58,6 +58,11 @@ struct ExportConfig {
   uint32_t shutdown_wait_seconds = 5;  // export.shutdown_wait_seconds: what a stop waits to send
 };
 
+// A busy machine's new process runs its first milliseconds before a thread
+// of nice 0 that wakes for it gets a CPU: walked meanwhile without its
+// mappings (bench/process_churn: 93.8% of walks whole at 0, 96.9% at -10).
+constexpr int32_t kDefaultDescribeNice = -10;
+
 struct Config {
   uint32_t frequency_hz = kRunDefaultFrequencyHz;               // sampling.frequency_hz, 1..1000
   uint32_t round_seconds = 10;                                  // round_seconds, 1..3600
@@ -67,6 +72,9 @@ struct Config {
   // runtimes.<name>: a plugin whose `runtime` maps to false is disabled.
   std::map<std::string, bool> runtimes = {{"native", true}, {"python", true}, {"ruby", true}};
   std::vector<int32_t> pids;              // empty = the whole machine
+  // processes.nice, -20..19: the nice value of the agent's thread that
+  // describes processes as the kernel starts them (common/thread_priority.h).
+  int32_t describe_nice = kDefaultDescribeNice;
   // maps.stack_traces: fragments of 16 frames; 0 ("auto", the default):
   // fitted_stack_traces_entries of the machine's CPUs and the frequency.
   uint32_t stack_traces_entries = 0;

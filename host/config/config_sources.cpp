@@ -239,6 +239,7 @@ std::string describe_config(const LoadedConfig& loaded) {
     settings.emplace_back("runtimes." + runtime, enabled ? "true" : "false");
   }
   settings.emplace_back("pids", fmt::format("[{}]", fmt::join(c.pids, ", ")));
+  settings.emplace_back("processes.nice", std::to_string(c.describe_nice));
   settings.emplace_back("maps.stack_traces",
                         c.stack_traces_entries ? std::to_string(c.stack_traces_entries) : "auto");
   settings.emplace_back("maps.stack_counts", std::to_string(c.stack_counts_entries));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "bpf/bpf_maps.h"
+#include "common/thread_priority.h"
 #include "log/logger.h"
 #include "plugins/plugin_host.h"
 
@@ -128,10 +129,16 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
     building_ = entry.mapped_name;
   }
   std::string error;
-  omniprof_status status = loader_.load(file_id, entry.path, error);
-  while (status == OMNIPROF_ERR_NO_SPACE && evict_one(file_id, now)) {
-    error.clear();
+  omniprof_status status;
+  {
+    // A table build is long work: never at the agent's event thread's
+    // lower nice (processes.nice).
+    NiceAtLeast normal_priority(0);
     status = loader_.load(file_id, entry.path, error);
+    while (status == OMNIPROF_ERR_NO_SPACE && evict_one(file_id, now)) {
+      error.clear();
+      status = loader_.load(file_id, entry.path, error);
+    }
   }
   loader_.clear_building(file_id);
   {

@@ -220,7 +220,7 @@ bpf_perf_event_ret ProcessRecordStream::on_record(void* ctx, int /*cpu*/, perf_e
   bool malformed = false;
   if (parse_process_record(header, header->size, record, malformed)) {
     stream->records_++;
-    stream->pending_.push_back(std::move(record));
+    stream->pending_->push_back(std::move(record));
   } else if (malformed) {
     stream->malformed_++;
   }
@@ -232,18 +232,22 @@ bpf_perf_event_ret ProcessRecordStream::on_name_record(void* ctx, int cpu, perf_
   return on_record(ctx, cpu, header);
 }
 
-std::vector<ProcessRecord> ProcessRecordStream::drain() {
+void ProcessRecordStream::drain(std::vector<ProcessRecord>& records) {
   // The mappings first: every exec's name that came before one of them is
   // in its ring by the time that ring is read after them, so the sort by
   // time sees them all; read the other way round, an image could come
   // without its exec.
+  records.clear();
+  pending_ = &records;
   perf_buffer__consume(mappings_);
   perf_buffer__consume(names_);
-  std::vector<ProcessRecord> records;
-  records.swap(pending_);
-  std::stable_sort(records.begin(), records.end(),
-                   [](const ProcessRecord& a, const ProcessRecord& b) { return a.time_ns < b.time_ns; });
-  return records;
+  pending_ = nullptr;
+  // Each CPU's ring is in time order: most wake-ups bring one CPU's few
+  // records, already sorted.
+  auto earlier = [](const ProcessRecord& a, const ProcessRecord& b) { return a.time_ns < b.time_ns; };
+  if (!std::is_sorted(records.begin(), records.end(), earlier)) {
+    std::stable_sort(records.begin(), records.end(), earlier);
+  }
 }
 
 }  // namespace omniprof

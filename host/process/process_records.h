@@ -75,8 +75,9 @@ class ProcessRecordStream {
   // need no answer of their own; see open()).
   int names_epoll_fd() const;
   // Every record in the rings now, ordered by time (one process's records
-  // may come from several CPUs).
-  std::vector<ProcessRecord> drain();
+  // may come from several CPUs), into `records` (cleared first; its
+  // capacity is kept from one wake-up to the next).
+  void drain(std::vector<ProcessRecord>& records);
   ProcessRecordStats stats() const { return {records_.load(), lost_.load(), malformed_.load()}; }
 
  private:
@@ -88,7 +89,7 @@ class ProcessRecordStream {
   UniqueFd names_map_fd_;
   perf_buffer* mappings_ = nullptr;
   perf_buffer* names_ = nullptr;
-  std::vector<ProcessRecord> pending_;  // the event thread's alone
+  std::vector<ProcessRecord>* pending_ = nullptr;  // drain()'s, while it consumes the rings
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> lost_{0};
   std::atomic<uint64_t> malformed_{0};

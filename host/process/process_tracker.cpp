@@ -282,8 +282,10 @@ std::shared_ptr<ProcessSnapshot> ProcessTracker::publish(const std::shared_ptr<P
 
 void ProcessTracker::write_process_info(ProcessSnapshot& snapshot) {
   if (!maps_) return;
-  // ~4 KiB: on the heap, not on the stack.
-  auto info_storage = std::make_unique<omniprof_process_info>();
+  // ~4 KiB: not on the stack; one per thread that publishes, not one per
+  // publish (a machine starting hundreds of processes a second publishes
+  // a thousand times a second).
+  thread_local std::unique_ptr<omniprof_process_info> info_storage = std::make_unique<omniprof_process_info>();
   omniprof_process_info& info = *info_storage;
   std::memset(&info, 0, sizeof(info));
   info.flags = OMNIPROF_PROCESS_KNOWN;
@@ -657,18 +659,25 @@ ProcessTracker::RecordView* ProcessTracker::record_view(int32_t pid, std::unorde
   view.facts = known->facts;
   view.resource = known->resource;
   view.vdso_path = known->vdso_path;
-  view.mappings = known->mappings;
-  view.executables = known->executables;
-  view.executables.resize(view.mappings.size());
-  view.resolved.assign(view.mappings.size(), 1);
   view.in_process_info_since_ns = known->in_process_info_since_ns;
   view.image = known;
+  view.mappings_in_image = true;
   return &view;
+}
+
+void ProcessTracker::RecordView::materialize() {
+  if (!mappings_in_image) return;
+  mappings = image->mappings;
+  executables = image->executables;
+  executables.resize(mappings.size());
+  resolved.assign(mappings.size(), 1);
+  mappings_in_image = false;
 }
 
 void ProcessTracker::add_mapping(RecordView& view, const ProcMapping& mapping) {
   // A new mapping replaces whatever it overlaps (MAP_FIXED, a library
   // loaded where another was unmapped: perf reports no munmap).
+  view.materialize();
   RecordView kept;
   auto keep = [&](const ProcMapping& m, size_t from) {
     kept.mappings.push_back(m);
@@ -714,6 +723,7 @@ void ProcessTracker::publish_record_view(int32_t pid, RecordView& view) {
     gone_this_round_.erase(pid);
   }
   PidClaim claim(*this, pid);
+  view.materialize();
   const bool copied_at_fork = view.in_process_info_since_ns != 0 && !view.exited;
   auto snapshot = std::make_shared<ProcessSnapshot>();
   snapshot->pid = pid;
@@ -811,7 +821,7 @@ int ProcessTracker::ms_until_due() const {
       consider(static_cast<int64_t>(view.fork_held_since_ns + kForkHoldNs) - static_cast<int64_t>(now_ns));
       continue;
     }
-    if (view.exec_mapping_since_ns == 0 || view.mappings.empty()) continue;  // waits for records
+    if (view.exec_mapping_since_ns == 0 || !view.has_mappings()) continue;  // waits for records
     consider(static_cast<int64_t>(view.exec_mapping_since_ns + exec_mapping_wait_ns_) - static_cast<int64_t>(now_ns));
   }
   if (!due_ns) return -1;
@@ -940,8 +950,8 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
     // walk it yet. An exited one is published now, to be named.
     const bool image_not_started = execs_end_with_vdso_ && view.exec_mapping_since_ns != 0 && !view.exited &&
                                    now_ns - view.exec_mapping_since_ns < exec_mapping_wait_ns_;
-    if (image_not_started && !view.mappings.empty()) count(&ProcessTrackerStats::publishes_held_for_exec);
-    if (view.mappings.empty() || image_not_started) {
+    if (image_not_started && view.has_mappings()) count(&ProcessTrackerStats::publishes_held_for_exec);
+    if (!view.has_mappings() || image_not_started) {
       // An exec whose mappings come in a later batch.
       if (view.exited) continue;
       if (pending_record_views_.size() >= kMaxPendingRecordViews) {
@@ -964,7 +974,7 @@ void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
   // the wait is over, at the first wake-up after it.
   std::vector<int32_t> overdue;
   for (const auto& [pid, view] : pending_record_views_) {
-    const bool exec_overdue = view.exec_mapping_since_ns != 0 && !view.mappings.empty() &&
+    const bool exec_overdue = view.exec_mapping_since_ns != 0 && view.has_mappings() &&
                               now_ns - view.exec_mapping_since_ns >= exec_mapping_wait_ns_;
     const bool fork_hold_over = view.fork_held_since_ns != 0 && now_ns - view.fork_held_since_ns >= kForkHoldNs;
     if (exec_overdue || fork_hold_over) overdue.push_back(pid);

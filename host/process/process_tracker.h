@@ -181,6 +181,12 @@ class ProcessTracker {
     std::vector<ProcMapping> mappings;
     std::vector<ExecutableRef> executables;  // parallel; resolved[i] says if known
     std::vector<char> resolved;
+    // The three above are `image`'s, not copied yet: most views taken from
+    // a published process (a parent read for its fork, a child held) are
+    // replaced by an exec or dropped before anything reads them.
+    bool mappings_in_image = false;
+    void materialize();
+    bool has_mappings() const { return mappings_in_image ? !image->mappings.empty() : !mappings.empty(); }
     bool exited = false;
     // CLOCK_MONOTONIC of an exec whose image is still being mapped: set by
     // the exec's record, cleared by its [vdso] (see kExecMappingWaitNs).

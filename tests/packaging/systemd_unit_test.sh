@@ -10,7 +10,8 @@
 #     flagged, or this check could not fail.
 #
 #   systemd_unit_test.sh capabilities UNIT OMNIPROF WORKLOAD
-#     The agent samples with exactly the unit's CapabilityBoundingSet, LimitMEMLOCK and
+#     The agent samples with exactly the unit's CapabilityBoundingSet, LimitMEMLOCK,
+#     LimitNICE (each limit where this machine lets root raise it) and
 #     NoNewPrivileges (setpriv, as root: this machine's PID 1 is not systemd,
 #     so `systemd-run` cannot run it under the unit itself): `omniprof
 #     record` on WORKLOAD (tests/workloads/chain.c, no frame pointers), run
@@ -70,12 +71,25 @@ case $mode in
     # its kernel is 5.11 or later if BPF works there at all.
     memlock=$(sed -n 's/^LimitMEMLOCK=//p' "$unit")
     [ "$memlock" = infinity ] || fail "$unit does not set LimitMEMLOCK=infinity (5.10 needs it)"
-    limit=()
+    raised=()  # the unit's limits this machine lets root set
     if prlimit --memlock=unlimited:unlimited true 2>/dev/null; then
-      limit=(prlimit --memlock=unlimited:unlimited --)
+      raised+=(--memlock=unlimited:unlimited)
     else
       say "RLIMIT_MEMLOCK cannot be raised here: running with this machine's ($(ulimit -l) KiB)"
     fi
+    # LimitNICE= (a nice value: RLIMIT_NICE is 20 - it) lets the agent's
+    # event thread take its processes.nice without CAP_SYS_NICE.
+    nice=$(sed -n 's/^LimitNICE=//p' "$unit")
+    [ -n "$nice" ] || fail "$unit does not set LimitNICE= (the event thread's processes.nice)"
+    nice_checked=
+    if prlimit --nice=$((20 - nice)):$((20 - nice)) true 2>/dev/null; then
+      raised+=(--nice=$((20 - nice)):$((20 - nice)))
+      nice_checked=yes
+    else
+      say "RLIMIT_NICE cannot be raised here: the event thread's nice under LimitNICE=$nice is not checked"
+    fi
+    limit=()
+    [ ${#raised[@]} -eq 0 ] || limit=(prlimit "${raised[@]}" --)
     # The workload runs as nobody from a 0700 directory of nobody's, as a
     # user's program in their home would: reading its maps and memory takes
     # CAP_SYS_PTRACE, its file CAP_DAC_READ_SEARCH (or, through map_files,
@@ -116,6 +130,9 @@ case $mode in
     grep -q ' stage_a$' "$work/unit.out" || fail "no stage_a frame with the unit's capabilities"
     if grep -q 'kernel frames will not be named' "$work/unit.err"; then
       fail "kernel symbols unreadable with the unit's capabilities (CAP_SYSLOG)"
+    fi
+    if [ -n "$nice_checked" ] && grep -q 'processes.nice' "$work/unit.err"; then
+      fail "the event thread cannot take its nice under the unit's LimitNICE=$nice: $(grep 'processes.nice' "$work/unit.err")"
     fi
     # A program whose file was deleted after it started (an upgrade replaced
     # it) is only reachable through /proc/PID/map_files, which takes

@@ -105,6 +105,7 @@ TEST(ConfigSourcesTest, DescribeConfigGivesEveryValueAndWhereItCameFrom) {
   EXPECT_EQ(squeezed(line_of("startup.unwind_tables_wait_seconds")),
             "startup.unwind_tables_wait_seconds: 300 # default");
   EXPECT_EQ(squeezed(line_of("plugins.directories")), "plugins.directories: [] # default");
+  EXPECT_EQ(squeezed(line_of("processes.nice")), "processes.nice: -10 # default");
   EXPECT_NE(text.find("# files read: " + main_file + ", " + drop_in + "\n"), std::string::npos) << text;
 }
 

@@ -182,7 +182,7 @@ TEST(ConfigTest, StackTracesAutoIsFittedToTheMachine) {
 TEST(ConfigTest, UnknownTopLevelKey) {
   EXPECT_EQ(parse_error("round_seconds: 5\nsampling_hz: 99\n"),
             "omniprof.yaml:2: sampling_hz: unknown key (known: sampling, round_seconds, output, "
-            "plugins, runtimes, pids, maps, startup, log_level, profile, resource, export, metrics)");
+            "plugins, runtimes, pids, processes, maps, startup, log_level, profile, resource, export, metrics)");
 }
 
 TEST(ConfigTest, UnknownNestedKey) {
@@ -267,6 +267,19 @@ TEST(ConfigTest, UnwindTablesWait) {
             "omniprof.yaml:2: startup.unwind_tables_wait_seconds: 3601 is out of range 0..3600");
   EXPECT_EQ(parse_error("startup:\n  unwind_tables_wait: 10\n"),
             "omniprof.yaml:2: startup.unwind_tables_wait: unknown key (known: unwind_tables_wait_seconds)");
+}
+
+TEST(ConfigTest, DescribeThreadNice) {
+  auto defaults = parse("");
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->describe_nice, -10);
+  auto config = parse("processes:\n  nice: 0\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->describe_nice, 0);  // 0: the agent's own priority
+  EXPECT_EQ(parse_error("processes:\n  nice: -21\n"),
+            "omniprof.yaml:2: processes.nice: -21 is out of range -20..19");
+  EXPECT_EQ(parse_error("processes:\n  priority: 5\n"),
+            "omniprof.yaml:2: processes.priority: unknown key (known: nice)");
 }
 
 TEST(ConfigTest, NegativeNumbersDoNotWrapAround) {
