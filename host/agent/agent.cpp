@@ -260,6 +260,7 @@ Result<void> Agent::start() {
           epoll_event ready[4];
           int n = epoll_wait(event_epoll_.get(), ready, 4, timeout_ms);
           if (n < 0) return -errno;
+          if (n > 0) event_thread_wakes_.fetch_add(1, std::memory_order_relaxed);
           for (int i = 0; i < n; ++i) {
             if (ready[i].data.fd == event_loop_->wake_fd()) event_loop_->clear_wake();
           }
@@ -593,6 +594,7 @@ std::vector<StatLine> Agent::stats() const {
            {"host.processes_gone_before_read", ps.gone_before_read},
            {"host.process_info_errors", ps.process_info_errors},
            {"host.maps_refreshes", ps.maps_refreshes},
+           {"host.event_thread_wakes", event_thread_wakes_.load(std::memory_order_relaxed)},
            {"host.exec_rereads", ps.exec_rereads},
            {"host.exec_rereads_dropped", ps.exec_rereads_dropped},
            {"host.mappings_truncated", ps.mappings_truncated},

@@ -137,6 +137,9 @@ class Agent {
   // (whole-machine profiling on a kernel that gives them); null: processes
   // are read from /proc when first sampled.
   std::unique_ptr<ProcessRecordStream> process_records_;
+  // Returns of the event thread's epoll_wait with something ready (not its
+  // timeouts): under process churn, its wake-ups per process started.
+  std::atomic<uint64_t> event_thread_wakes_{0};
   std::vector<ProcessRecord> records_drained_;  // the event thread's: each drain's records, its capacity kept
   UniqueFd event_epoll_;  // the events ring buffer, the process records, the event loop's eventfd
   std::unique_ptr<EventLoop> event_loop_;
