@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -69,7 +70,10 @@ class Receiver {
       response.status = 200;
     });
     http_port_ = http_.bind_to_any_port("127.0.0.1");
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    http_thread_ = std::thread([this] {
+      http_.listen_after_bind();
+      http_finished_ = true;
+    });
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &grpc_port_);
     builder.RegisterService(&service_);
@@ -78,6 +82,11 @@ class Receiver {
     grpc_ = builder.BuildAndStart();
   }
   ~Receiver() {
+    // httplib's stop() does nothing until the thread is inside
+    // listen_after_bind (it checks is_running()): a receiver destroyed at
+    // once (one only gRPC talks to) would otherwise leave the thread
+    // listening and the join waiting for ever (MetricsServer does the same).
+    while (!http_.is_running() && !http_finished_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http_.stop();
     http_thread_.join();
     grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -151,6 +160,7 @@ class Receiver {
   httplib::Server http_;
   int http_port_ = 0;
   std::thread http_thread_;
+  std::atomic<bool> http_finished_{false};  // the thread has left listen_after_bind
   Service service_;
   int grpc_port_ = 0;
   std::unique_ptr<grpc::Server> grpc_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <atomic>
 #include <thread>
 
 #include "export/destinations.h"
@@ -78,7 +79,11 @@ TEST_F(OtlpTls, HttpsWithTheServersCertificateTrusted) {
     response.set_content(otlp::ExportProfilesServiceResponse().SerializeAsString(), "application/x-protobuf");
   });
   const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread thread([&] { server.listen_after_bind(); });
+  std::atomic<bool> finished{false};
+  std::thread thread([&] {
+    server.listen_after_bind();
+    finished = true;
+  });
   OtlpSettings settings;
   settings.endpoint = "https://127.0.0.1:" + std::to_string(port);
   settings.protocol = "http/protobuf";
@@ -89,6 +94,8 @@ TEST_F(OtlpTls, HttpsWithTheServersCertificateTrusted) {
   settings.certificate = cert_;
   EXPECT_EQ(deliver(settings).rounds_sent, 1u);
   EXPECT_EQ(requests, 1);
+  // stop() does nothing until the thread is inside listen_after_bind.
+  while (!server.is_running() && !finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server.stop();
   thread.join();
 }
