@@ -37,7 +37,7 @@ struct ProcessTrackerStats {
   uint64_t process_info_errors = 0;  // process_info map full or write failed
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
   // Without process records: re-reads of an exec'd process a while after
-  // BPF's exec notice (kExecRereadDelays), for what ld.so mapped after the
+  // BPF's exec notice (kExecRereadDelays, six), for what ld.so mapped after the
   // read at the notice; and those not queued (kMaxExecRereads queued).
   uint64_t exec_rereads = 0;
   uint64_t exec_rereads_dropped = 0;
@@ -126,7 +126,7 @@ class ProcessTracker {
   // if none. The event thread sleeps that long at most. Event thread only.
   int ms_until_due() const;
   // Without process records: re-reads the processes exec'd
-  // kExecRereadDelays ago. The read at BPF's exec notice often comes before
+  // kExecRereadDelays ago (5 to 160 ms). The read at BPF's exec notice often comes before
   // ld.so has mapped the libraries; BPF's own request for a pc in no known
   // mapping is allowed once a second per process, and the ld.so samples
   // before that read may well have spent it, leaving libc's frames of the
@@ -291,12 +291,15 @@ class ProcessTracker {
   std::unordered_set<int32_t> exited_while_claimed_;
   std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>> processes_;
   static constexpr std::chrono::milliseconds kRefreshInterval{1000};
-  // After an exec notice (no process records): re-read at these delays, the
-  // first for most programs' ld.so, the second for a slow one (an emulated
-  // machine, a library on a network file system). Each publishes only if
-  // the mappings changed.
-  static constexpr std::chrono::milliseconds kExecRereadDelays[] = {std::chrono::milliseconds(10),
-                                                                     std::chrono::milliseconds(100)};
+  // After an exec notice (no process records): re-read at these delays,
+  // doubling, so that however long ld.so takes (a millisecond here; tens
+  // over an emulated machine's 9p, where 10 and 100 ms left five of 58
+  // samples in the gap) its libraries are published within about as long
+  // again. Each publishes only if the mappings changed; a process gone
+  // costs an access() each.
+  static constexpr std::chrono::milliseconds kExecRereadDelays[] = {
+      std::chrono::milliseconds(5),  std::chrono::milliseconds(10), std::chrono::milliseconds(20),
+      std::chrono::milliseconds(40), std::chrono::milliseconds(80), std::chrono::milliseconds(160)};
   static constexpr size_t kMaxExecRereads = 4096;
   struct ExecReread {
     int32_t pid;
