@@ -546,11 +546,7 @@ void ProcessTracker::reread_execs_due() {
         const ExecReread due = queue.front();
         queue.pop_front();
         pid = due.pid;
-        if (delay + 1 < std::size(kExecRereadDelays)) {
-          exec_rereads_[delay + 1].push_back({due.pid, due.exec_noticed, delay + 1});
-        } else {
-          exec_reread_count_--;
-        }
+        if (delay + 1 < std::size(kExecRereadDelays)) exec_rereads_[delay + 1].push_back(due);
       }
       std::shared_ptr<ProcessSnapshot> old;
       {
@@ -601,12 +597,13 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
         release(*replaced);
       }
       std::lock_guard<std::mutex> lock(mutex_);
-      if (exec_reread_count_ >= kMaxExecRereads) {
+      size_t queued = 0;
+      for (const auto& queue : exec_rereads_) queued += queue.size();
+      if (queued >= kMaxExecRereads) {
         stats_.exec_rereads_dropped++;
         break;
       }
-      exec_reread_count_++;
-      exec_rereads_[0].push_back({pid, std::chrono::steady_clock::now(), 0});
+      exec_rereads_[0].push_back({pid, std::chrono::steady_clock::now()});
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:

@@ -304,12 +304,10 @@ class ProcessTracker {
   struct ExecReread {
     int32_t pid;
     std::chrono::steady_clock::time_point exec_noticed;
-    size_t delay_index;  // into kExecRereadDelays
   };
-  // Oldest first per delay index; under mutex_ (handle_event may run on any
-  // thread).
+  // exec_rereads_[i]: the processes whose re-read i is next, oldest first;
+  // under mutex_ (handle_event may run on any thread).
   std::deque<ExecReread> exec_rereads_[std::size(kExecRereadDelays)];
-  size_t exec_reread_count_ = 0;
   // Re-reads a claimed process's mappings, publishing them if changed (the
   // old ones released after): refresh_for_unknown_address's and
   // reread_execs_due's read.
