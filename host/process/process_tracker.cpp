@@ -529,8 +529,14 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::reread_claimed(int32_t pi
   auto snapshot = describe(pid);
   if (!snapshot) return old;
   if (old && same_mappings(*old, *snapshot)) return old;
-  // Before releasing the old mappings: what both map stays loaded.
-  if (auto replaced = publish(snapshot)) release(*replaced);
+  if (auto replaced = publish(snapshot)) {
+    // The image it replaces names the samples taken in it: this read may
+    // come before the exec notice does (BPF's note of a pc in no known
+    // mapping, on another CPU's ring), or after an unmap. Before releasing
+    // it: what both map stays loaded.
+    keep_earlier_image(pid, replaced);
+    release(*replaced);
+  }
   return snapshot;
 }
 
@@ -591,9 +597,11 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       if (!snapshot) break;
       count(&ProcessTrackerStats::described);
       // Before releasing the old image: shared libraries stay loaded. The
-      // old image names the samples taken in it (recent_images).
+      // old image names the samples taken in it (recent_images), unless a
+      // read since the exec (reread_claimed) published this image and kept
+      // the one before it already.
       if (auto replaced = publish(snapshot)) {
-        keep_earlier_image(pid, replaced);
+        if (!same_mappings(*replaced, *snapshot)) keep_earlier_image(pid, replaced);
         release(*replaced);
       }
       std::lock_guard<std::mutex> lock(mutex_);

@@ -307,5 +307,36 @@ TEST_F(ProcessTrackerLockTest, AnExecdProcessIsReadAgainAfterTheNoticeWithWhatWa
   munmap(code, 4096);
 }
 
+// BPF's note of a pc in no known mapping can be read before the exec's
+// notice (each CPU has its ring): the read it brings publishes the new image
+// and keeps the one it replaces, which names the samples taken in it
+// (KnownProcesses::image_for); the notice that follows finds the same
+// mappings and keeps no second one. Here an unmap stands for the exec: the
+// page the first image mapped is in no mapping of the second.
+TEST_F(ProcessTrackerLockTest, AReadThatFindsOtherMappingsKeepsTheImageItReplacesToNameItsSamples) {
+  UniqueFd file(open("/bin/true", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(file.valid());
+  void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, file.get(), 0);
+  ASSERT_NE(code, MAP_FAILED) << strerror(errno);
+  const auto pc = reinterpret_cast<uintptr_t>(code) + 16;
+  const auto first = tracker_.get(getpid());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(first->mapping_for(pc), nullptr);
+  munmap(code, 4096);
+
+  tracker_.handle_event(omniprof_event{OMNIPROF_EVENT_MAPPINGS_STALE, static_cast<uint32_t>(getpid()), 0});
+  EXPECT_EQ(tracker_.get(getpid())->mapping_for(pc), nullptr) << "the read published what is mapped now";
+  EXPECT_EQ(tracker_.stats().earlier_images_kept, 1u);
+  auto image = tracker_.recent_images().image_for(getpid(), "", {pc});
+  ASSERT_NE(image, nullptr);
+  EXPECT_NE(image->mapping_for(pc), nullptr) << "a sample taken in the replaced image is named with it";
+
+  tracker_.handle_event(omniprof_event{OMNIPROF_EVENT_EXEC, static_cast<uint32_t>(getpid()), 0});
+  EXPECT_EQ(tracker_.stats().earlier_images_kept, 1u) << "the notice kept the image the read had published";
+  image = tracker_.recent_images().image_for(getpid(), "", {pc});
+  ASSERT_NE(image, nullptr);
+  EXPECT_NE(image->mapping_for(pc), nullptr);
+}
+
 }  // namespace
 }  // namespace omniprof
