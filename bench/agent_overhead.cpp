@@ -23,8 +23,10 @@
 //            ruby and native runtimes on, 19 or 99 Hz; no --rounds, stopped
 //            with SIGTERM at the end of the measurement. Each
 //            measurement lasts three times SECONDS, at least 60 s, with a
-//            warm-up of at least 15 s: `run` builds the interpreters' unwind
-//            tables at start-up. Skipped, with a line saying why, when
+//            warm-up of a third of it, at least 15 s and at most 60 s: `run`
+//            builds the interpreters' unwind tables at start-up. An hour of
+//            rounds at 19 Hz, its RSS slope over 59 minutes:
+//            `agent_overhead 1200 interp@19`. Skipped, with a line saying why, when
 //            python3 or ruby is missing (Python: pyenv's 3.12.1 if present,
 //            else python3 on PATH).
 //
@@ -49,9 +51,11 @@
 //            figure is the whole walk of one sample (entry, the native and
 //            interpreter slots, STOP).
 //
-//   build/bench/agent_overhead [SECONDS [SCENARIO [BINARY...]]]
+//   build/bench/agent_overhead [SECONDS [SCENARIO[@HZ] [BINARY...]]]
 //     (root; SECONDS default 20, at least 8; SCENARIO idle, busy, 50procs,
-//     interp, or all (also ""), default all; BINARY: omniprof binaries to
+//     interp, or all (also ""), default all; @HZ: that frequency only, not
+//     19 and 99; perf's measurement lasts at most 10 minutes, its rate
+//     needing no longer; BINARY: omniprof binaries to
 //     measure, default the build's own, e.g. a copy of an older build's
 //     install tree, /tmp/base/bin/omniprof, beside build/bin/omniprof; its
 //     plugins load from ../lib relative to it.) With several binaries, each
@@ -322,12 +326,26 @@ std::string write_run_config(const std::string& dir, int hz) {
   return path;
 }
 
+// `run`'s start-up (the interpreters' tables) is over within 15 s; an
+// hour-long measurement's slope is taken over all but its first minute.
+int interp_warmup(int seconds) { return std::max(15, std::min(seconds / 3, 60)); }
+
+// perf's steady rate needs no hour: an hour-long measurement has ten minutes
+// of perf beside it.
+constexpr int kLongestPerfSeconds = 600;
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int base_seconds = argc > 1 ? std::max(8, atoi(argv[1])) : 20;
   std::string only = argc > 2 ? argv[2] : "";
   if (only == "all") only.clear();
+  // SCENARIO@HZ: that frequency only (an hour-long run of one).
+  int only_hz = 0;
+  if (auto at = only.find('@'); at != std::string::npos) {
+    only_hz = atoi(only.c_str() + at + 1);
+    only.erase(at);
+  }
   std::vector<std::string> binaries;
   for (int i = 3; i < argc; ++i) binaries.push_back(argv[i]);
   const bool labelled = !binaries.empty();
@@ -341,8 +359,9 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<std::string> scenarios = {"idle", "busy", "50procs", "interp"};
-  if (!only.empty() && std::find(scenarios.begin(), scenarios.end(), only) == scenarios.end()) {
-    std::fprintf(stderr, "usage: agent_overhead [SECONDS [idle|busy|50procs|interp|all [BINARY...]]]\n");
+  if ((!only.empty() && std::find(scenarios.begin(), scenarios.end(), only) == scenarios.end()) || only_hz < 0 ||
+      (only_hz == 0 && argc > 2 && std::string(argv[2]).find('@') != std::string::npos)) {
+    std::fprintf(stderr, "usage: agent_overhead [SECONDS [idle|busy|50procs|interp|all[@HZ] [BINARY...]]]\n");
     return 2;
   }
   std::string busy = OMNIPROF_BUSY_WORKLOAD;
@@ -400,15 +419,15 @@ int main(int argc, char** argv) {
     }
     if (!load.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(interp ? 2000 : 500));
     const char* load_name = name.c_str();
-    for (int hz : {19, 99}) {
-      if (name == "50procs" && hz != 19) continue;
+    for (int hz : only_hz ? std::vector<int>{only_hz} : std::vector<int>{19, 99}) {
+      if (name == "50procs" && hz != 19 && !only_hz) continue;
       auto ours_measurement = [&](const std::string& binary) {
         Measurement m;
         m.seconds = seconds;
         m.bpf = true;
         if (interp) {
           m.args = {binary, "run", "--config", write_run_config(run_dir, hz)};
-          m.warmup = std::max(15, seconds / 3);
+          m.warmup = interp_warmup(seconds);
           m.stop_with_sigterm = true;
         } else {
           m.args = {binary, "record", "-F", std::to_string(hz), "-d", std::to_string(seconds),
@@ -426,8 +445,9 @@ int main(int argc, char** argv) {
         Measurement m;
         m.args = {"perf", "record", "-a", "-g", "-F", std::to_string(hz), "-o", "/tmp/omniprof-bench.perf.data",
                   "--", "sleep", std::to_string(seconds)};
-        m.seconds = seconds;
-        if (interp) m.warmup = std::max(15, seconds / 3);
+        m.seconds = std::min(seconds, kLongestPerfSeconds);
+        m.args.back() = std::to_string(m.seconds);
+        if (interp) m.warmup = interp_warmup(m.seconds);
         perf = measure(m);
       }
       if (interp && binaries.size() > 1) {
