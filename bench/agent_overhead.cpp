@@ -339,13 +339,13 @@ constexpr int kLongestPerfSeconds = 600;
 int main(int argc, char** argv) {
   int base_seconds = argc > 1 ? std::max(8, atoi(argv[1])) : 20;
   std::string only = argc > 2 ? argv[2] : "";
-  if (only == "all") only.clear();
   // SCENARIO@HZ: that frequency only (an hour-long run of one).
   int only_hz = 0;
   if (auto at = only.find('@'); at != std::string::npos) {
     only_hz = atoi(only.c_str() + at + 1);
     only.erase(at);
   }
+  if (only == "all") only.clear();
   std::vector<std::string> binaries;
   for (int i = 3; i < argc; ++i) binaries.push_back(argv[i]);
   const bool labelled = !binaries.empty();
