@@ -338,12 +338,17 @@ constexpr int kLongestPerfSeconds = 600;
 
 int main(int argc, char** argv) {
   int base_seconds = argc > 1 ? std::max(8, atoi(argv[1])) : 20;
+  auto usage = [] {
+    std::fprintf(stderr, "usage: agent_overhead [SECONDS [idle|busy|50procs|interp|all[@HZ] [BINARY...]]]\n");
+    return 2;
+  };
   std::string only = argc > 2 ? argv[2] : "";
-  // SCENARIO@HZ: that frequency only (an hour-long run of one).
+  // SCENARIO@HZ: that frequency only (an hour-long run of one); 0: 19 and 99.
   int only_hz = 0;
   if (auto at = only.find('@'); at != std::string::npos) {
     only_hz = atoi(only.c_str() + at + 1);
     only.erase(at);
+    if (only_hz <= 0) return usage();
   }
   if (only == "all") only.clear();
   std::vector<std::string> binaries;
@@ -359,11 +364,7 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<std::string> scenarios = {"idle", "busy", "50procs", "interp"};
-  if ((!only.empty() && std::find(scenarios.begin(), scenarios.end(), only) == scenarios.end()) || only_hz < 0 ||
-      (only_hz == 0 && argc > 2 && std::string(argv[2]).find('@') != std::string::npos)) {
-    std::fprintf(stderr, "usage: agent_overhead [SECONDS [idle|busy|50procs|interp|all[@HZ] [BINARY...]]]\n");
-    return 2;
-  }
+  if (!only.empty() && std::find(scenarios.begin(), scenarios.end(), only) == scenarios.end()) return usage();
   std::string busy = OMNIPROF_BUSY_WORKLOAD;
   int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   bool have_perf = runs("perf --version");
@@ -443,10 +444,9 @@ int main(int argc, char** argv) {
       Usage perf;
       if (have_perf) {
         Measurement m;
-        m.args = {"perf", "record", "-a", "-g", "-F", std::to_string(hz), "-o", "/tmp/omniprof-bench.perf.data",
-                  "--", "sleep", std::to_string(seconds)};
         m.seconds = std::min(seconds, kLongestPerfSeconds);
-        m.args.back() = std::to_string(m.seconds);
+        m.args = {"perf", "record", "-a", "-g", "-F", std::to_string(hz), "-o", "/tmp/omniprof-bench.perf.data",
+                  "--", "sleep", std::to_string(m.seconds)};
         if (interp) m.warmup = interp_warmup(m.seconds);
         perf = measure(m);
       }
