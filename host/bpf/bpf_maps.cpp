@@ -411,6 +411,11 @@ void BpfMaps::delete_process_info(int32_t pid) {
   bpf_map_delete_elem(map_fd(OMNIPROF_MAP_PROCESS_INFO), &key);
 }
 
+void BpfMaps::allow_request(uint32_t type, int32_t pid) {
+  uint64_t key = OMNIPROF_EVENT_REQUEST_KEY(type, static_cast<uint32_t>(pid));
+  bpf_map_delete_elem(map_fd(OMNIPROF_MAP_EVENT_REQUESTS), &key);  // ENOENT: it has not asked
+}
+
 bool BpfMaps::mark_unwind_table_building(uint64_t file_id) {
   omniprof_executable_unwind_info placeholder{};
   placeholder.flags = OMNIPROF_UNWIND_INFO_BUILDING;

@@ -97,6 +97,9 @@ class BpfMaps {
 
   Result<void> write_process_info(int32_t pid, const omniprof_process_info& info);
   void delete_process_info(int32_t pid);
+  // Lets BPF ask the host about `pid` again at once (OMNIPROF_EVENT_REQUEST_KEY,
+  // `type` an omniprof_event_type), not a second after it last asked.
+  void allow_request(uint32_t type, int32_t pid);
 
   // A table of `file_id` is about to be built: writes the placeholder entry
   // (no chunks, OMNIPROF_UNWIND_INFO_BUILDING) in executable_unwind_info

@@ -220,6 +220,10 @@ std::string ProcessTracker::release(const ProcessSnapshot& snapshot) {
 }
 
 std::optional<std::vector<ProcMapping>> ProcessTracker::executable_mappings(int32_t pid) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mappings_read_ns_[pid] = monotonic_ns();
+  }
   auto maps = read_proc_maps(pid);
   if (!maps) return std::nullopt;
   std::vector<ProcMapping> mappings;
@@ -499,13 +503,29 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::get(int32_t pid, std::sha
   return snapshot;
 }
 
-std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_address(int32_t pid) {
+void ProcessTracker::allow_notes_again(int32_t pid) {
+  if (maps_) maps_->allow_request(OMNIPROF_EVENT_MAPPINGS_STALE, pid);
+}
+
+std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_address(int32_t pid, uint64_t noted_ns) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    // Being described, re-read or refreshed already: what that publishes is
-    // as fresh as this would be; the event thread does not wait for its
-    // table builds.
-    if (auto it = processes_.find(pid); it != processes_.end() && claimed_.count(pid)) return it->second;
+    auto it = processes_.find(pid);
+    // Read since the walk noted it: that read saw what the walk missed
+    // (the note can come after an exec's notice on another CPU's ring).
+    if (auto read = mappings_read_ns_.find(pid);
+        noted_ns != 0 && it != processes_.end() && read != mappings_read_ns_.end() && read->second > noted_ns) {
+      return it->second;
+    }
+    if (it != processes_.end() && claimed_.count(pid)) {
+      // Being described, re-read or refreshed already; the event thread does
+      // not wait for its table builds. That read may have begun before what
+      // the walk missed was mapped: BPF may note it again at once.
+      std::shared_ptr<const ProcessSnapshot> current = it->second;
+      lock.unlock();
+      if (noted_ns != 0) allow_notes_again(pid);
+      return current;
+    }
     wait_and_claim(lock, pid);
   }
   PidClaim claim(*this, pid);
@@ -513,11 +533,12 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = processes_.find(pid);
+    // BPF's notes are limited by BPF; naming's requests here.
     auto now = std::chrono::steady_clock::now();
     auto last = last_refresh_.find(pid);
-    bool recent = last != last_refresh_.end() && now - last->second < kRefreshInterval;
+    bool recent = noted_ns == 0 && last != last_refresh_.end() && now - last->second < kRefreshInterval;
     if (it != processes_.end() && (it->second->exited || recent)) return it->second;
-    last_refresh_[pid] = now;
+    if (noted_ns == 0) last_refresh_[pid] = now;
     if (it != processes_.end()) old = it->second;
   }
   count(&ProcessTrackerStats::maps_refreshes);
@@ -537,6 +558,7 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::reread_claimed(int32_t pi
     keep_earlier_image(pid, replaced);
     release(*replaced);
   }
+  allow_notes_again(pid);
   return snapshot;
 }
 
@@ -604,6 +626,9 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
         if (!same_mappings(*replaced, *snapshot)) keep_earlier_image(pid, replaced);
         release(*replaced);
       }
+      // The new image's first walks noting what ld.so maps after this read
+      // are answered at once, not after the ld.so walks' note of a second ago.
+      allow_notes_again(pid);
       std::lock_guard<std::mutex> lock(mutex_);
       size_t queued = 0;
       for (const auto& queue : exec_rereads_) queued += queue.size();
@@ -615,7 +640,7 @@ void ProcessTracker::handle_event(const omniprof_event& event) {
       break;
     }
     case OMNIPROF_EVENT_MAPPINGS_STALE:
-      refresh_for_unknown_address(pid);
+      refresh_for_unknown_address(pid, event.ktime_ns);
       break;
     case OMNIPROF_EVENT_EXIT: {
       {
@@ -1033,6 +1058,11 @@ void ProcessTracker::end_round() {
         ++it;
       }
     }
+    // Read but never published (gone before, or a read that failed) or
+    // forgotten: a read time outlives no process.
+    for (auto it = mappings_read_ns_.begin(); it != mappings_read_ns_.end();) {
+      it = processes_.count(it->first) || claimed_.count(it->first) ? std::next(it) : mappings_read_ns_.erase(it);
+    }
   }
   let_go(forgotten);
 }
@@ -1072,6 +1102,7 @@ std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessT
     std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator it,
     std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {
   last_refresh_.erase(it->first);
+  mappings_read_ns_.erase(it->first);
   exit_noted_at_drain_.erase(it->first);
   // An exited process's entry went when its exit was noted (mark_exited_locked).
   if (maps_ && !it->second->exited) maps_->delete_process_info(it->first);

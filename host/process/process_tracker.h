@@ -107,9 +107,13 @@ class ProcessTracker {
   // gone and was never described.
   std::shared_ptr<const ProcessSnapshot> get(int32_t pid);
   // Re-reads a process's mappings when a sampled address lies outside them (a
-  // library loaded with dlopen after the process was described). At most once
+  // library loaded with dlopen after the process was described, ld.so's
+  // libraries after an exec). `noted_ns`: CLOCK_MONOTONIC when BPF noted it
+  // (omniprof_event::ktime_ns), answered by any read of the mappings begun
+  // since, and limited by BPF to once a second unless the host published new
+  // mappings since (allow_notes_again); 0 (naming's request): at most once
   // per kRefreshInterval per process.
-  std::shared_ptr<const ProcessSnapshot> refresh_for_unknown_address(int32_t pid);
+  std::shared_ptr<const ProcessSnapshot> refresh_for_unknown_address(int32_t pid, uint64_t noted_ns = 0);
   // The kernel's records of forks, execs, executable mmaps and exits
   // (ProcessRecordStream), in time order, on the event thread. A fork gives
   // the child its parent's mappings; an exec starts the process anew (its
@@ -127,10 +131,10 @@ class ProcessTracker {
   int ms_until_due() const;
   // Without process records: re-reads the processes exec'd
   // kExecRereadDelays ago (5 to 160 ms). The read at BPF's exec notice often comes before
-  // ld.so has mapped the libraries; BPF's own request for a pc in no known
-  // mapping is allowed once a second per process, and the ld.so samples
-  // before that read may well have spent it, leaving libc's frames of the
-  // new image unnamed for a second. Event thread only.
+  // ld.so has mapped the libraries. A walk that meets them notes it at once
+  // (the notice lets BPF note again: allow_notes_again); these re-reads
+  // publish them where no note can: a note lost, or read while another read
+  // of the process was in flight. Event thread only.
   void reread_execs_due();
   // At most this many processes wait for the mmap records that complete
   // them (an exec seen, its first mapping not yet): a fork storm beyond it
@@ -162,7 +166,8 @@ class ProcessTracker {
   // maps the same; null reads it now.
   std::shared_ptr<const ProcessSnapshot> get(int32_t pid, std::shared_ptr<ProcessSnapshot> read);
   // The executable mappings of /proc/PID/maps, sorted by start; none if gone.
-  static std::optional<std::vector<ProcMapping>> executable_mappings(int32_t pid);
+  // Notes when the read began (mappings_read_ns_).
+  std::optional<std::vector<ProcMapping>> executable_mappings(int32_t pid);
   std::shared_ptr<ProcessSnapshot> describe(int32_t pid);
   void resolve_executables(ProcessSnapshot& snapshot);
   // Opens and identifies the file of mappings[index] (its executables entry).
@@ -313,6 +318,14 @@ class ProcessTracker {
   // reread_execs_due's read.
   std::shared_ptr<const ProcessSnapshot> reread_claimed(int32_t pid, std::shared_ptr<ProcessSnapshot> old);
   std::unordered_map<int32_t, std::chrono::steady_clock::time_point> last_refresh_;
+  // CLOCK_MONOTONIC when the latest read of each process's mappings began;
+  // under mutex_.
+  std::unordered_map<int32_t, uint64_t> mappings_read_ns_;
+  // New mappings published for `pid` (an exec, a re-read that found others):
+  // a walk may find a pc outside them too (ld.so's libraries mapped after the
+  // read), so BPF may say so at once rather than a second after its last
+  // note (BpfMaps::allow_request). Outside mutex_.
+  void allow_notes_again(int32_t pid);
   // Processes found gone this round: not looked for again until the next.
   std::unordered_map<int32_t, bool> gone_this_round_;
   std::atomic<bool> records_active_{false};

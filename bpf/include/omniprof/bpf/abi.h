@@ -344,6 +344,11 @@ enum omniprof_event_type {
   OMNIPROF_EVENT_TICK_DUE = 5,
 };
 
+/* event_requests' key: what a walk asked the host (enum omniprof_event_type)
+ * about which process. BPF asks the same at most once a second; the host
+ * deletes a key to let it ask again at once (new mappings published). */
+#define OMNIPROF_EVENT_REQUEST_KEY(type, pid) (((omniprof_u64)(type) << 32) | (omniprof_u32)(pid))
+
 struct omniprof_event {
   omniprof_u32 type;
   omniprof_u32 pid;

@@ -125,8 +125,9 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* (event type << 32 | pid) -> time of the last request, so a busy process
- * asks for the same thing at most once per OMNIPROF_REQUEST_INTERVAL_NS. */
+/* OMNIPROF_EVENT_REQUEST_KEY -> time of the last request, so a busy process
+ * asks for the same thing at most once per OMNIPROF_REQUEST_INTERVAL_NS
+ * (or once more when the host deletes the key: BpfMaps::allow_request). */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -151,7 +152,7 @@ static __always_inline void omniprof_send_event(__u32 type, __u32 pid) {
 /* A rate-limited request to the host (describe this process, re-read its
  * mappings). */
 static __always_inline void omniprof_request(__u32 type, __u32 pid) {
-  __u64 key = ((__u64)type << 32) | pid;
+  __u64 key = OMNIPROF_EVENT_REQUEST_KEY(type, pid);
   __u64 now = bpf_ktime_get_ns();
   __u64 *last = bpf_map_lookup_elem(&event_requests, &key);
   if (last && now - *last < OMNIPROF_REQUEST_INTERVAL_NS) return;
