@@ -152,8 +152,12 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
     entry.backoff = std::chrono::seconds(0);
     entry.last_sampled = now;
     stats_.loaded++;
-    // The plugin logged what it left out; the host counts it.
-    if (!error.empty()) stats_.partial_loads++;
+    // Loaded with parts left out (the native plugin: malformed FDEs): said
+    // once per load, with the file's name (the plugin saw a descriptor).
+    if (!error.empty()) {
+      stats_.partial_loads++;
+      log().warn("{} ({:#x}): loaded in part: {}; the rest is used", entry.name, file_id, error);
+    }
     return true;
   }
   entry.last_error = error.empty() ? "load failed" : error;

@@ -84,15 +84,11 @@ std::string skipped_cfi(const omniprof::unwind::UnwindTable& table) {
   return summary + " (first: " + table.first_problem + ")";
 }
 
-// Builds the table of `path`; a table with CFI left out is logged, one line
-// per file, and its summary returned in `skipped`.
-omniprof::Result<omniprof::unwind::UnwindTable> build_table(const NativeUnwinder& self, const char* path,
-                                                            std::string& skipped) {
+// Builds the table of `path`; what of its CFI was left out is returned in
+// `skipped` ("" for a whole table).
+omniprof::Result<omniprof::unwind::UnwindTable> build_table(const char* path, std::string& skipped) {
   auto table = omniprof::unwind::UnwindTableBuilder::build(path, {});
-  if (table) {
-    skipped = skipped_cfi(*table);
-    if (!skipped.empty()) self.log.warn(std::string(path) + ": " + skipped + "; the other FDEs are used");
-  }
+  if (table) skipped = skipped_cfi(*table);
   return table;
 }
 
@@ -176,13 +172,14 @@ omniprof_status load_executable(void* instance, uint64_t file_id, const char* pa
   return omniprof::sdk::guarded(error, [&] {
     if (!self->store) return OMNIPROF_OK;
     std::string skipped;
-    auto table = build_table(*self, path, skipped);
+    auto table = build_table(path, skipped);
     if (!table) {
       omniprof::sdk::set_error(error, table.error().message);
       return OMNIPROF_ERR_PARSE;
     }
     // Loaded, but not whole: the status message of a successful load says
-    // so, and the host counts it.
+    // so; the host logs it with the file's name (`path` is a descriptor's)
+    // and counts it.
     omniprof::sdk::set_error(error, skipped);
     // No call-frame information: frame pointers are all there is for it.
     if (table->rows.empty()) return OMNIPROF_OK;
@@ -238,11 +235,12 @@ omniprof_status debug_command(void* instance, const char* command, const char* a
   return omniprof::sdk::guarded(error, [&] {
     if (std::string(command) != "unwind-table") return OMNIPROF_ERR_INVALID_ARGUMENT;
     std::string skipped;
-    auto table = build_table(*self, argument, skipped);
+    auto table = build_table(argument, skipped);
     if (!table) {
       omniprof::sdk::set_error(error, table.error().message);
       return OMNIPROF_ERR_PARSE;
     }
+    if (!skipped.empty()) self->log.warn(std::string(argument) + ": " + skipped + "; the other FDEs are used");
     HostWriteBuffer buffer(write, context);
     std::ostream out(&buffer);
     omniprof::unwind::print_unwind_table(*table, out);

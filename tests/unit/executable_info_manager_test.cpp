@@ -10,8 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <sstream>
+
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
+#include "log/logger.h"
 
 namespace omniprof {
 namespace {
@@ -414,16 +419,26 @@ class PartialLoader : public FakeLoader {
   }
 };
 
-TEST(ExecutableInfoManagerTest, PartialLoadsAreLoadedAndCounted) {
+// The plugin saw a descriptor's path (/proc/self/fd/N): the host's line
+// names the file as the process maps it.
+TEST(ExecutableInfoManagerTest, PartialLoadsAreLoadedCountedAndLoggedWithTheFilesName) {
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  log().sinks().push_back(sink);
   PartialLoader loader;
   ExecutableInfoManager manager(loader);
   manager.add_or_inc_ref(3, "/whole");
-  manager.add_or_inc_ref(4, "/with-a-bad-fde");
+  manager.add_or_inc_ref(4, "/proc/self/fd/180", nullptr, "/usr/lib/libbroken.so.1");
+  log().sinks().pop_back();
   EXPECT_TRUE(manager.is_loaded(3));
   EXPECT_TRUE(manager.is_loaded(4));
   EXPECT_EQ(manager.stats().loaded, 2u);
   EXPECT_EQ(manager.stats().partial_loads, 1u);
   EXPECT_EQ(manager.stats().load_failures, 0u);
+  const std::string text = logged.str();
+  EXPECT_NE(text.find("/usr/lib/libbroken.so.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("native: 1 malformed FDE skipped"), std::string::npos) << text;
+  EXPECT_EQ(text.find("/whole"), std::string::npos) << "a whole load is not logged: " << text;
 }
 
 // The path handed to the loader is a descriptor the host keeps

@@ -351,7 +351,8 @@ struct omniprof_plugin {
    * unloading others), OMNIPROF_ERR_TOO_LARGE (never retried), or another
    * error (the host retries with backoff). With OMNIPROF_OK, a message in
    * `error` says what of the file was left out (the native plugin: malformed
-   * FDEs skipped); the host counts such loads. */
+   * FDEs skipped); the host logs it with the file's name and counts such
+   * loads. */
   omniprof_status (*load_executable)(void *instance, uint64_t file_id, const char *path,
                                      char *error);
   /* Optional. Let go of what the plugin keeps about `file_id`: the last
