@@ -188,20 +188,13 @@ Result<void> Agent::start() {
                layout_.plugin_dir);
   }
 
-  auto kernel = KernelSymbols::load();
-  if (kernel) {
-    kernel_symbols_ = std::move(*kernel);
-  } else {
-    log().warn("kernel frames will not be named: {}", kernel.error().message);
-  }
   executable_loader_ = std::make_unique<PluginExecutableLoader>(*plugins_, maps_.get());
   executables_ = std::make_unique<ExecutableInfoManager>(*executable_loader_);
   processes_ = std::make_unique<ProcessTracker>(maps_.get(), plugins_.get());
   open_executables_ = std::make_unique<OpenExecutables>(file_ids_, executable_descriptor_budget());
   processes_->track_executables(executables_.get(), open_executables_.get(), symbolizer_.get());
   processes_->set_resource_settings(config_.resource);
-  assembler_ = std::make_unique<ProfileAssembler>(*symbolizer_, kernel_symbols_ ? &*kernel_symbols_ : nullptr,
-                                                  plugins_.get());
+  assembler_ = std::make_unique<ProfileAssembler>(*symbolizer_, nullptr, plugins_.get());
 
   // A fork's child gets its parent's process_info in the kernel (a BTF
   // tracepoint, 5.5+); without it the host writes each child from the fork's record.
@@ -332,7 +325,20 @@ Result<void> Agent::start() {
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
   log().info("sampling {} CPUs at {} Hz{}", sampler_->cpu_count(), config_.frequency_hz,
              config_.pids.empty() ? "" : fmt::format(", {} processes", config_.pids.size()));
+  kernel_symbols_thread_ = std::thread([this] {
+    auto kernel = KernelSymbols::load();
+    if (kernel) {
+      kernel_symbols_ = std::move(*kernel);
+    } else {
+      log().warn("kernel frames will not be named: {}", kernel.error().message);
+    }
+  });
   return ok();
+}
+
+void Agent::use_kernel_symbols() {
+  if (kernel_symbols_thread_.joinable()) kernel_symbols_thread_.join();  // stop() may have joined it
+  assembler_->set_kernel_symbols(kernel_symbols_ ? &*kernel_symbols_ : nullptr);
 }
 
 Result<void> Agent::open_process_records() {
@@ -382,6 +388,7 @@ void Agent::stop() {
   if (event_loop_) event_loop_->wake();
   // The scan stops between processes (a table build under way finishes).
   if (startup_scan_thread_.joinable()) startup_scan_thread_.join();
+  if (kernel_symbols_thread_.joinable()) kernel_symbols_thread_.join();
   if (event_thread_.joinable()) event_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (events_) ring_buffer__free(events_);
@@ -499,6 +506,7 @@ std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   if (!config_.export_to.otlp.endpoint.empty()) {
     round_.settle_times(static_cast<uint64_t>(close_mono_ns), unix_minus_mono_ns, sample_time_stats_);
   }
+  use_kernel_symbols();
   int64_t period_ns = 1000000000LL / config_.frequency_hz;
   int64_t duration = end_mono_ns - round_start_mono_ns_;
   std::vector<ProfileBuilder> profiles = assembler_->assemble(

@@ -128,7 +128,13 @@ class Agent {
   std::unique_ptr<PluginExecutableLoader> executable_loader_;
   std::unique_ptr<ExecutableInfoManager> executables_;
   std::unique_ptr<ProcessTracker> processes_;
+  // Read on kernel_symbols_thread_ once sampling has begun (reading
+  // /proc/kallsyms costs the kernel tens of milliseconds of formatting, which
+  // the first sample need not wait for); the first round's naming waits for
+  // it (use_kernel_symbols).
   std::optional<KernelSymbols> kernel_symbols_;
+  std::thread kernel_symbols_thread_;
+  void use_kernel_symbols();
   std::unique_ptr<ProfileAssembler> assembler_;
   std::optional<PerfSampler> sampler_;
   std::vector<bpf_link*> lifecycle_links_;

@@ -64,6 +64,9 @@ class ProfileAssembler {
  public:
   ProfileAssembler(ElfSymbolizer& symbolizer, const KernelSymbols* kernel, PluginHost* plugins)
       : kernel_(kernel), plugins_(plugins), symbols_(symbolizer) {}
+  // The kernel's symbols once read (null: kernel frames are not named);
+  // between namings only.
+  void set_kernel_symbols(const KernelSymbols* kernel) { kernel_ = kernel; }
 
   // One profile per entry of `fold` (true: the interpreter's own native
   // frames folded into the interpreter frames they run; false: every frame),
