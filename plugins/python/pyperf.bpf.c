@@ -34,6 +34,17 @@ struct {
   __type(value, __u64);
 } python_thread_states SEC(".maps");
 
+/* Each CPU's copy of the frame being read (read_frame_header). */
+struct pyperf_frame_header {
+  __u8 bytes[PYPERF_FRAME_HEADER_MAX];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct pyperf_frame_header);
+} python_frame_header SEC(".maps");
+
 /* The code objects the walks met, for the plugin's tick to name. */
 OMNIPROF_SEEN_MAP(python_code_seen, struct pyperf_code_key, __u8, PYPERF_CODE_SEEN_ENTRIES);
 
@@ -155,13 +166,46 @@ static __always_inline void note_code_seen(__u32 pid, __u64 code) {
   omniprof_note_seen(&python_code_seen, &python_code_seen_fresh, &key, &one, PYPERF_STAT_CODE_SEEN_FULL);
 }
 
+/* The frame's fields in one read of its first frame_header_bytes (a helper
+ * call costs more than the bytes it copies: one read, not four), or NULL
+ * where the layout or the read does not allow it: each field is then read
+ * on its own (frame_field). */
+static __always_inline const struct pyperf_frame_header *read_frame_header(__u64 frame,
+                                                                         const struct python_offsets *o) {
+  __u32 size = o->frame_header_bytes;
+  if (size == 0 || size > PYPERF_FRAME_HEADER_MAX) return NULL;
+  __u32 zero = 0;
+  struct pyperf_frame_header *header = bpf_map_lookup_elem(&python_frame_header, &zero);
+  if (!header || bpf_probe_read_user(header->bytes, size, (const void *)frame) != 0) return NULL;
+  return header;
+}
+
+/* `size` (1, 4 or 8) bytes of the frame at `offset`: from its header when
+ * read (every field lies within frame_header_bytes), else from the process. */
+static __always_inline long frame_field(const struct pyperf_frame_header *header, __u64 frame, __u16 offset,
+                                        void *out, __u32 size) {
+  if (header && offset <= PYPERF_FRAME_HEADER_MAX - 8) {
+    const __u8 *at = &header->bytes[offset];
+    if (size == 8) {
+      *(__u64 *)out = *(const __u64 *)at;
+    } else if (size == 4) {
+      *(__u32 *)out = *(const __u32 *)at;
+    } else {
+      *(__u8 *)out = *at;
+    }
+    return 0;
+  }
+  return bpf_probe_read_user(out, size, (const void *)(frame + offset));
+}
+
 /* One Python frame: push it for its mark and move to its caller. */
 static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, const struct python_offsets *o) {
   __u64 frame = state->interpreter_walk[WALK_FRAME];
   if (frame == 0) return STEP_DONE;
   __u64 code = 0, back = 0;
   __u32 mark = (__u32)state->interpreter_walk[WALK_MARK];
-  if (omniprof_read_user_u64(frame + o->frame_code, &code) != 0 || omniprof_read_user_u64(frame + o->frame_back, &back) != 0) {
+  const struct pyperf_frame_header *header = read_frame_header(frame, o);
+  if (frame_field(header, frame, o->frame_code, &code, 8) != 0 || frame_field(header, frame, o->frame_back, &back, 8) != 0) {
     /* A frame is there but cannot be read: it stays in the stack as a frame
      * the reader cannot name ("[unknown python]"), and the walk ends. */
     omniprof_count(PYPERF_STAT_READ_FAILED);
@@ -177,13 +221,13 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
      * first instruction; stored as is, the reader takes it as "the first
      * line". */
     int lasti = 0;
-    bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(frame + o->frame_lasti));
+    frame_field(header, frame, o->frame_lasti, &lasti, sizeof(lasti));
     detail = (__u32)lasti;
     last_of_call = true;
   } else {
     __u8 owner = 0;
     if (o->frame_owner != PYTHON_OFFSET_NONE) {
-      bpf_probe_read_user(&owner, sizeof(owner), (const void *)(frame + o->frame_owner));
+      frame_field(header, frame, o->frame_owner, &owner, sizeof(owner));
     }
     if (o->frame_model == PYTHON_INTERPRETER_FRAME_312 && owner >= o->frame_owner_interpreter) {
       /* The shim an evaluation loop call pushes below the frames it runs:
@@ -193,12 +237,12 @@ static __always_inline int walk_one_frame(struct omniprof_unwind_state *state, c
       return STEP_CONTINUE;
     }
     __u64 instruction = 0;
-    bpf_probe_read_user(&instruction, sizeof(instruction), (const void *)(frame + o->frame_lasti));
+    frame_field(header, frame, o->frame_lasti, &instruction, sizeof(instruction));
     __u64 first = code + o->code_adaptive;
     if (instruction >= first && instruction - first < 0xffffffffULL) detail = (__u32)(instruction - first);
     if (o->frame_model == PYTHON_INTERPRETER_FRAME_311 && o->frame_is_entry != PYTHON_OFFSET_NONE) {
       __u8 is_entry = 0;
-      bpf_probe_read_user(&is_entry, sizeof(is_entry), (const void *)(frame + o->frame_is_entry));
+      frame_field(header, frame, o->frame_is_entry, &is_entry, sizeof(is_entry));
       last_of_call = is_entry != 0;
     }
   }

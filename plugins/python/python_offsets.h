@@ -54,7 +54,7 @@ struct python_offsets {
    * far), else NONE: the walk reads both pointers in one read and tags the
    * frame's code address with them (pyperf_code_tag). Not a YAML key: the
    * plugin derives it from the reader's co_filename and co_name
-   * (set_code_names). */
+   * (set_derived_offsets). */
   omniprof_u16 code_names;
 
   /* PyInterpreterState */
@@ -90,6 +90,16 @@ struct python_offsets {
    * struct; PYTHON_GIL_STATIC: unused, the plugin passes the addresses). */
   omniprof_u16 gil_locked;
   omniprof_u16 gil_last_holder;
+
+  /* Bytes from a frame's start that hold every frame field above
+   * (frame_back, frame_code, frame_lasti, frame_owner, frame_is_entry): the
+   * walk reads them in one read, not one read each; 0 when they lie past
+   * PYPERF_FRAME_HEADER_MAX (each is then read on its own). Not a YAML key:
+   * derived by the plugin (set_derived_offsets). */
+  omniprof_u16 frame_header_bytes;
 };
+
+/* The most of a frame's start the walk reads at once (frame_header_bytes). */
+#define PYPERF_FRAME_HEADER_MAX 128
 
 #endif /* OMNIPROF_PYTHON_OFFSETS_H */

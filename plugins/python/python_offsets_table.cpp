@@ -1,5 +1,7 @@
 #include "python_offsets_table.h"
 
+#include <algorithm>
+
 namespace omniprof::python {
 namespace {
 
@@ -91,10 +93,22 @@ void check_entry(PythonVersionOffsets& offsets, const std::string& where) {
 
 }  // namespace
 
-void set_code_names(PythonVersionOffsets& offsets) {
+void set_derived_offsets(PythonVersionOffsets& offsets) {
   const PythonReaderOffsets& r = offsets.reader;
   const bool adjacent = r.co_filename >= 0 && r.co_name == r.co_filename + 8 && r.co_filename < PYTHON_OFFSET_NONE;
   offsets.bpf.code_names = adjacent ? static_cast<uint16_t>(r.co_filename) : PYTHON_OFFSET_NONE;
+
+  python_offsets& b = offsets.bpf;
+  uint32_t header = 0;
+  auto covers = [&](uint16_t offset, uint32_t size) {
+    if (offset != PYTHON_OFFSET_NONE) header = std::max(header, offset + size);
+  };
+  covers(b.frame_back, 8);
+  covers(b.frame_code, 8);
+  covers(b.frame_lasti, b.frame_model == PYTHON_FRAME_OBJECT ? 4 : 8);  // an int, else a pointer
+  covers(b.frame_owner, 1);
+  covers(b.frame_is_entry, 1);
+  b.frame_header_bytes = header <= PYPERF_FRAME_HEADER_MAX ? static_cast<uint16_t>(header) : 0;
 }
 
 const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema("python", kFields, PYTHON_OFFSET_NONE, check_entry);

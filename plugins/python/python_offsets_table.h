@@ -76,10 +76,11 @@ using PythonVersionOffsets = sdk::VersionOffsets<python_offsets, PythonReaderOff
 // version and the key (the plugin's create hook catches it).
 extern const sdk::OffsetSchema<PythonVersionOffsets> kPythonOffsetSchema;
 
-// Sets offsets.bpf.code_names from the reader's co_filename and co_name
-// (python_offsets.h): call it once the offsets are final (after
+// Sets what offsets.bpf derives from the rest (python_offsets.h):
+// code_names from the reader's co_filename and co_name, frame_header_bytes
+// from the frame fields. Call it once the offsets are final (after
 // _Py_DebugOffsets), before they go to the BPF map.
-void set_code_names(PythonVersionOffsets& offsets);
+void set_derived_offsets(PythonVersionOffsets& offsets);
 using PythonOffsetsTable = sdk::BoundOffsetTable<PythonVersionOffsets, kPythonOffsetSchema>;
 
 }  // namespace omniprof::python

@@ -313,7 +313,7 @@ omniprof_status PythonPlugin::detect(const omniprof_process& process, omniprof_p
                         std::string(found->path));
     return OMNIPROF_NOT_MINE;
   }
-  py::set_code_names(offsets);
+  py::set_derived_offsets(offsets);
   if (!store_layout(offsets.bpf, &attach.interpreter_data[PYPERF_DATA_VERSION], error)) return OMNIPROF_ERR_NO_SPACE;
   attach.interpreter_data[PYPERF_DATA_INTERP_HEAD] = interp_head;
   attach.interpreter_data[PYPERF_DATA_GIL_A] = gil_a;

@@ -198,7 +198,7 @@ TEST_P(PythonCodeReader, ReadsLiveCodeObjectsAndRejectsGarbage) {
   // tag that is not the code object's own (another code object took the
   // address since the sample) is an error, counted, never the newcomer's name.
   PythonVersionOffsets tagged_offsets = *offsets;
-  set_code_names(tagged_offsets);
+  set_derived_offsets(tagged_offsets);
   ASSERT_NE(tagged_offsets.bpf.code_names, PYTHON_OFFSET_NONE) << "co_name follows co_filename on " << version.full;
   EXPECT_EQ(tagged_offsets.bpf.code_names, static_cast<uint64_t>(offsets->reader.co_filename));
   PythonCodeCache tagged;
