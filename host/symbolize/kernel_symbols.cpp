@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include "omniprof/support/text_fields.h"
-#include "common/file_io.h"
 #include "omniprof/support/unique_fd.h"
 
 namespace omniprof {
@@ -38,40 +37,23 @@ int type_rank(char type) {
 // kallsyms fields are separated by spaces or tabs (the module column by a tab).
 constexpr std::string_view kFieldSeparators = " \t";
 
-Result<std::string> read_whole_file(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
-  std::string text;
-  if (int error = read_to_end(fd.get(), text); error != 0) {
-    return make_error(fmt::format("{}: read failed: {}", path, std::strerror(error)));
-  }
-  return text;
-}
-
 }  // namespace
 
-Result<KernelSymbols> KernelSymbols::load(const std::string& path) {
-  auto text = read_whole_file(path);
-  if (!text) return text.error();
-  return parse(*text, path);
-}
+// Takes kallsyms a line at a time, so that load() never holds the file whole
+// (5-10 MB on distribution kernels, read while start-up builds unwind tables:
+// holding it whole was most of the agent's peak memory above its steady one).
+class KernelSymbols::Builder {
+ public:
+  explicit Builder(const std::string& source) : source_(source) {
+    result_.modules_.push_back("");
+    module_indexes_.emplace("", 0);
+  }
 
-Result<KernelSymbols> KernelSymbols::parse(std::string_view text, const std::string& source) {
-  KernelSymbols result;
-  result.modules_.push_back("");
-  std::unordered_map<std::string, uint32_t> module_indexes{{"", 0}};
-  std::vector<Entry> entries;
-  bool any_line = false;
-  bool any_nonzero_address = false;
-
-  size_t line_number = 0;
-  while (!text.empty()) {
-    const std::string_view line = next_line(text);
-    ++line_number;
-
+  Result<void> add_line(std::string_view line) {
+    ++line_number_;
     std::string_view rest = line;
     const std::string_view address_field = next_field(rest, kFieldSeparators);
-    if (address_field.empty()) continue;  // blank line
+    if (address_field.empty()) return ok();  // blank line
     const std::string_view type_field = next_field(rest, kFieldSeparators);
     const std::string_view name_field = next_field(rest, kFieldSeparators);
     const std::string_view module_field = next_field(rest, kFieldSeparators);
@@ -81,51 +63,107 @@ Result<KernelSymbols> KernelSymbols::parse(std::string_view text, const std::str
                            (module_field.size() > 2 && module_field.front() == '[' && module_field.back() == ']');
     if (ec != std::errc() || end != address_field.data() + address_field.size() || type_field.size() != 1 ||
         name_field.empty() || !module_ok || !next_field(rest, kFieldSeparators).empty()) {
-      return make_error(fmt::format("{}:{}: malformed kallsyms line: \"{}\"", source, line_number, line));
+      return make_error(fmt::format("{}:{}: malformed kallsyms line: \"{}\"", source_, line_number_, line));
     }
-    any_line = true;
-    any_nonzero_address |= address != 0;
+    any_line_ = true;
+    any_nonzero_address_ |= address != 0;
 
     const int rank = type_rank(type_field[0]);
-    if (rank < 0) continue;
+    if (rank < 0) return ok();
     Entry entry;
     entry.start = address;
-    entry.name_offset = static_cast<uint32_t>(result.names_.size());
+    entry.name_offset = static_cast<uint32_t>(result_.names_.size());
     entry.name_length = static_cast<uint32_t>(name_field.size());
     entry.rank = static_cast<uint8_t>(rank);
-    result.names_.append(name_field);
+    result_.names_.append(name_field);
     if (!module_field.empty()) {
       std::string module(module_field.substr(1, module_field.size() - 2));
-      auto [slot, inserted] = module_indexes.try_emplace(module, static_cast<uint32_t>(result.modules_.size()));
-      if (inserted) result.modules_.push_back(std::move(module));
+      auto [slot, inserted] = module_indexes_.try_emplace(module, static_cast<uint32_t>(result_.modules_.size()));
+      if (inserted) result_.modules_.push_back(std::move(module));
       entry.module_index = slot->second;
     }
-    entries.push_back(entry);
+    result_.symbols_.push_back(entry);
+    return ok();
   }
 
-  if (any_line && !any_nonzero_address) {
-    return make_error(fmt::format(
-        "{}: every symbol address is 0: kernel.kptr_restrict hides kernel addresses from this process; "
-        "run as root (with CAP_SYSLOG) or set kernel.kptr_restrict=0 (sysctl -w kernel.kptr_restrict=0)",
-        source));
-  }
-  if (entries.empty()) return make_error(fmt::format("{}: no kernel text symbols", source));
+  Result<KernelSymbols> finish() && {
+    if (any_line_ && !any_nonzero_address_) {
+      return make_error(fmt::format(
+          "{}: every symbol address is 0: kernel.kptr_restrict hides kernel addresses from this process; "
+          "run as root (with CAP_SYSLOG) or set kernel.kptr_restrict=0 (sysctl -w kernel.kptr_restrict=0)",
+          source_));
+    }
+    std::vector<Entry>& entries = result_.symbols_;
+    if (entries.empty()) return make_error(fmt::format("{}: no kernel text symbols", source_));
 
-  const std::string_view names = result.names_;
-  auto name_of = [names](const Entry& e) { return names.substr(e.name_offset, e.name_length); };
-  // Among aliases at one address keep one, chosen deterministically: best
-  // type, then the plainest name.
-  auto preference = [&](const Entry& e) {
-    const std::string_view name = name_of(e);
-    const size_t underscores = std::min(name.find_first_not_of('_'), name.size());
-    return std::make_tuple(e.start, e.rank, underscores, name.size(), name);
-  };
-  std::sort(entries.begin(), entries.end(),
-            [&](const Entry& a, const Entry& b) { return preference(a) < preference(b); });
-  for (const Entry& entry : entries) {
-    if (result.symbols_.empty() || result.symbols_.back().start != entry.start) result.symbols_.push_back(entry);
+    const std::string_view names = result_.names_;
+    auto name_of = [names](const Entry& e) { return names.substr(e.name_offset, e.name_length); };
+    // Among aliases at one address keep one, chosen deterministically: best
+    // type, then the plainest name.
+    auto preference = [&](const Entry& e) {
+      const std::string_view name = name_of(e);
+      const size_t underscores = std::min(name.find_first_not_of('_'), name.size());
+      return std::make_tuple(e.start, e.rank, underscores, name.size(), name);
+    };
+    std::sort(entries.begin(), entries.end(),
+              [&](const Entry& a, const Entry& b) { return preference(a) < preference(b); });
+    entries.erase(std::unique(entries.begin(), entries.end(),
+                              [](const Entry& a, const Entry& b) { return a.start == b.start; }),
+                  entries.end());
+    return std::move(result_);
   }
-  return result;
+
+ private:
+  const std::string& source_;
+  KernelSymbols result_;
+  std::unordered_map<std::string, uint32_t> module_indexes_;
+  size_t line_number_ = 0;
+  bool any_line_ = false;
+  bool any_nonzero_address_ = false;
+};
+
+Result<KernelSymbols> KernelSymbols::load(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return make_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  Builder builder(path);
+  std::string pending;  // the read's last line, until its newline arrives
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    std::string_view chunk(buffer, static_cast<size_t>(n));
+    if (!pending.empty()) {
+      const size_t newline = chunk.find('\n');
+      if (newline == std::string_view::npos) {
+        pending.append(chunk);
+        continue;
+      }
+      pending.append(chunk.substr(0, newline));
+      if (auto added = builder.add_line(pending); !added) return added.error();
+      pending.clear();
+      chunk.remove_prefix(newline + 1);
+    }
+    const size_t last_newline = chunk.rfind('\n');
+    std::string_view whole_lines = chunk.substr(0, last_newline == std::string_view::npos ? 0 : last_newline + 1);
+    pending.assign(chunk.substr(whole_lines.size()));
+    while (!whole_lines.empty()) {
+      if (auto added = builder.add_line(next_line(whole_lines)); !added) return added.error();
+    }
+  }
+  if (!pending.empty()) {
+    if (auto added = builder.add_line(pending); !added) return added.error();
+  }
+  return std::move(builder).finish();
+}
+
+Result<KernelSymbols> KernelSymbols::parse(std::string_view text, const std::string& source) {
+  Builder builder(source);
+  while (!text.empty()) {
+    if (auto added = builder.add_line(next_line(text)); !added) return added.error();
+  }
+  return std::move(builder).finish();
 }
 
 std::optional<KernelSymbol> KernelSymbols::lookup(uint64_t addr) const {

@@ -40,6 +40,7 @@ class KernelSymbols {
   static constexpr uint64_t kMaxSymbolSpan = 1 << 20;
 
  private:
+  class Builder;
   struct Entry {
     uint64_t start = 0;
     uint32_t name_offset = 0;

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +174,49 @@ TEST(KernelSymbolsTest, LoadsFromAFile) {
   auto missing = KernelSymbols::load(path);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find(path), std::string::npos);
+}
+
+// load() reads the file in pieces: lines split across reads, a last line
+// without its newline, and a malformed line's number far into the file come
+// out as parse() gives them from the whole text.
+TEST(KernelSymbolsTest, LoadingAFileBiggerThanOneReadEqualsParsingItWhole) {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) {
+    text += fmt::format("{:016x} {} fn_{}{}{}\n", 0xffffffff81000000ull + 0x40ull * i, i % 3 == 0 ? 't' : 'T', i,
+                        std::string(i % 17, 'x'), i % 5 == 0 ? "\t[mod]" : "");
+  }
+  text.pop_back();  // the last line has no newline
+  ASSERT_GT(text.size(), 4u << 16);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("omniprof_kallsyms_big_" + std::to_string(::getpid()))).string();
+  auto write = [&](const std::string& contents) {
+    std::ofstream out(path);
+    out << contents;
+  };
+  write(text);
+  auto loaded = KernelSymbols::load(path);
+  auto parsed = KernelSymbols::parse(text, path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(loaded->size(), 20000u);
+  EXPECT_EQ(loaded->size(), parsed->size());
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t address = 0xffffffff81000000ull + 0x40ull * i + 8;
+    const auto from_file = loaded->lookup(address);
+    const auto from_text = parsed->lookup(address);
+    ASSERT_TRUE(from_file && from_text) << i;
+    EXPECT_EQ(from_file->name, from_text->name);
+    EXPECT_EQ(from_file->module, from_text->module);
+  }
+
+  text.insert(text.find("\n", text.size() / 2) + 1, "not a kallsyms line\n");
+  const size_t bad_line = static_cast<size_t>(std::count(text.begin(), text.begin() + text.find("not a"), '\n')) + 1;
+  write(text);
+  auto malformed = KernelSymbols::load(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_NE(malformed.error().message.find(fmt::format("{}:{}: malformed", path, bad_line)), std::string::npos)
+      << malformed.error().message;
 }
 
 // The running kernel's own symbols, when this process may see them.
