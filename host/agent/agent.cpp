@@ -16,6 +16,7 @@
 #include <fstream>
 #include <unordered_set>
 
+#include "common/clock.h"
 #include "common/directory_listing.h"
 #include "common/thread_priority.h"
 #include "bpf/bpf_support.h"
@@ -28,11 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int64_t now_ns(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+int64_t now_ns(clockid_t clock) { return static_cast<int64_t>(clock_ns(clock)); }
 
 // Names of the host's counters (enum omniprof_host_stat).
 const char* const kHostStatNames[OMNIPROF_NUM_HOST_STATS] = {

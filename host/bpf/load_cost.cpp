@@ -9,12 +9,6 @@
 
 namespace omniprof {
 
-uint64_t boottime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 ObjectLoadCost object_load_cost(bpf_object* object, uint64_t began, uint64_t ended) {
   ObjectLoadCost cost;
   cost.total_ns = ended > began ? ended - began : 0;

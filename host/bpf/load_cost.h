@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+
 struct bpf_object;
 
 namespace omniprof {
@@ -32,7 +34,7 @@ struct ObjectLoadCost {
 };
 
 // CLOCK_BOOTTIME in ns: the clock of bpf_prog_info.load_time.
-uint64_t boottime_ns();
+inline uint64_t boottime_ns() { return clock_ns(CLOCK_BOOTTIME); }
 
 // What loading `object` cost, `began` and `ended` being boottime_ns() taken
 // around its bpf_object__load. Programs it did not load are left out.

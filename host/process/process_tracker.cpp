@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "bpf/bpf_maps.h"
+#include "common/clock.h"
 #include "omniprof/support/unique_fd.h"
 #include "executables/executable_info_manager.h"
 #include "omniprof/support/regular_file.h"
@@ -26,13 +27,6 @@
 namespace omniprof {
 
 namespace {
-
-// The clock of the kernel's process records (ProcessRecord::time_ns).
-uint64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
 
 std::string read_first_line(const std::string& path) {
   std::ifstream in(path);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
 #include "executables/open_executables.h"
@@ -373,12 +374,6 @@ TEST_F(ProcessTrackerRecordsTest, MmapOfAProcessKnownNeitherWayIsCounted) {
   EXPECT_EQ(tracker_.stats().records_of_unknown, 2u);
 }
 
-uint64_t now_monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // An exec maps its executable, ld.so and the [vdso] before execve returns:
 // once an exec has shown its [vdso] record, a later exec's view is published
 // once, at its [vdso], not at each mapping (nothing walks the image before).
@@ -393,7 +388,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
 
   // Before any exec showed a [vdso], nothing is held: each batch publishes.
   const int32_t first = exited_pid();
-  uint64_t t = now_monotonic_ns();
+  uint64_t t = monotonic_ns();
   tracker_.apply_records({exec(first, "first", t), mmap(first, own[0], t + 1)});
   ASSERT_NE(known(first), nullptr);
   EXPECT_EQ(known(first)->comm, "first");
@@ -402,7 +397,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
   const uint64_t described_before = tracker_.stats().described_from_records;
 
   const int32_t second = exited_pid();
-  t = now_monotonic_ns();
+  t = monotonic_ns();
   tracker_.apply_records({exec(second, "second", t)});
   tracker_.apply_records({mmap(second, own[0], t + 1)});
   EXPECT_EQ(known(second), nullptr) << "published before its image was whole";
@@ -427,7 +422,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecIsPublishedOnceItsImageIsMapped) {
 
   // One that exited while mapping is published all the same, to be named.
   const int32_t exited = exited_pid();
-  t = now_monotonic_ns();
+  t = monotonic_ns();
   tracker_.apply_records({exec(exited, "exited", t), mmap(exited, own[0], t + 1),
                           task(PERF_RECORD_EXIT, exited, 1, t + 2)});
   ASSERT_NE(known(exited), nullptr);
@@ -441,11 +436,11 @@ TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWa
   const auto own = own_executable_mappings();
   const ProcMapping vdso = mapping(0x7ffff7fc1000, 0x7ffff7fc3000, 0, "[vdso]");
   const int32_t teacher = exited_pid();
-  uint64_t t = now_monotonic_ns();
+  uint64_t t = monotonic_ns();
   tracker_.apply_records({exec(teacher, "teacher", t), mmap(teacher, own[0], t + 1), mmap(teacher, vdso, t + 2)});
 
   const int32_t pid = exited_pid();
-  t = now_monotonic_ns();
+  t = monotonic_ns();
   tracker_.apply_records({exec(pid, "novdso", t), mmap(pid, own[0], t + 1)});
   EXPECT_EQ(known(pid), nullptr);
   usleep(250000);  // past the wait (200 ms)
@@ -456,7 +451,7 @@ TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWa
 
   // An exec record older than the wait is not held at all.
   const int32_t old = exited_pid();
-  t = now_monotonic_ns() - 1'000'000'000;
+  t = monotonic_ns() - 1'000'000'000;
   tracker_.apply_records({exec(old, "old", t), mmap(old, own[0], t + 1)});
   EXPECT_NE(known(old), nullptr);
 }

@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "executables/executable_info_manager.h"
 #include "executables/file_id.h"
 #include "executables/open_executables.h"
@@ -338,12 +339,6 @@ TEST_F(ProcessTrackerLockTest, AReadThatFindsOtherMappingsKeepsTheImageItReplace
   EXPECT_NE(image->mapping_for(pc), nullptr);
 }
 
-uint64_t monotonic_now_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
-
 // BPF's note of a pc in no known mapping carries when the walk noted it: a
 // read of the mappings begun after that answers it (the note of an image an
 // exec replaced, read after the exec's notice on another CPU's ring), and
@@ -355,7 +350,7 @@ TEST_F(ProcessTrackerLockTest, ANoteOfAnUnknownPcIsReadUnlessAReadBegunSinceAnsw
   auto stale = [&](uint64_t noted_ns) {
     tracker_.handle_event(omniprof_event{OMNIPROF_EVENT_MAPPINGS_STALE, self, noted_ns});
   };
-  const uint64_t before_read = monotonic_now_ns();
+  const uint64_t before_read = monotonic_ns();
   ASSERT_NE(tracker_.get(getpid()), nullptr);
   stale(before_read);
   EXPECT_EQ(tracker_.stats().maps_refreshes, 0u) << "noted before the read that described the process";
@@ -367,7 +362,7 @@ TEST_F(ProcessTrackerLockTest, ANoteOfAnUnknownPcIsReadUnlessAReadBegunSinceAnsw
     void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, file.get(), 0);
     ASSERT_NE(code, MAP_FAILED) << strerror(errno);
     pages.push_back(code);
-    stale(monotonic_now_ns());
+    stale(monotonic_ns());
     EXPECT_EQ(tracker_.stats().maps_refreshes, static_cast<uint64_t>(i + 1))
         << "a note after the last read, " << i << " before it within the second";
     EXPECT_NE(tracker_.get(getpid())->mapping_for(reinterpret_cast<uintptr_t>(code)), nullptr);
