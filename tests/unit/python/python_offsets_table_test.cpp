@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <omniprof/offsets.hpp>
 #include <sstream>
@@ -92,6 +93,51 @@ TEST(PythonOffsetsTable, SetAndGetRoundTrip) {
   EXPECT_TRUE(kPythonOffsetSchema.set(offsets, "co_name", 120));
   EXPECT_EQ(offsets.reader.co_name, 120);
   EXPECT_THROW(kPythonOffsetSchema.value(offsets, "no_such_key"), std::out_of_range);
+}
+
+// frame_header_bytes: the walk reads a frame's fields from one read of that
+// many bytes, so every field it reads must lie inside, on every shipped
+// version (each within PYPERF_FRAME_HEADER_MAX: none falls back to a read a
+// field).
+TEST(PythonOffsetsTable, EveryShippedVersionsFrameFieldsLieInItsOneReadHeader) {
+  PythonOffsetsTable table = PythonOffsetsTable::parse(shipped_yaml(), "python.yaml");
+  for (PythonVersionOffsets offsets : table.versions()) {
+    set_derived_offsets(offsets);
+    const python_offsets& b = offsets.bpf;
+    const uint32_t header = b.frame_header_bytes;
+    SCOPED_TRACE(std::to_string(offsets.major) + "." + std::to_string(offsets.minor));
+    EXPECT_GT(header, 0u);
+    EXPECT_LE(header, static_cast<uint32_t>(PYPERF_FRAME_HEADER_MAX));
+    uint32_t furthest = 0;
+    auto inside = [&](const char* name, uint16_t offset, uint32_t size) {
+      if (offset == PYTHON_OFFSET_NONE) return;
+      EXPECT_LE(offset + size, header) << name;
+      furthest = std::max(furthest, offset + size);
+    };
+    inside("frame_back", b.frame_back, 8);
+    inside("frame_code", b.frame_code, 8);
+    inside("frame_lasti", b.frame_lasti, b.frame_model == PYTHON_FRAME_OBJECT ? 4 : 8);
+    inside("frame_owner", b.frame_owner, 1);
+    inside("frame_is_entry", b.frame_is_entry, 1);
+    EXPECT_EQ(header, furthest) << "the read copies no more than the furthest field needs";
+  }
+}
+
+// A layout whose fields lie past PYPERF_FRAME_HEADER_MAX gets 0: the walk
+// then reads each field on its own rather than a header that misses one.
+TEST(PythonOffsetsTable, AFrameFieldPastTheHeaderLimitTurnsTheOneReadOff) {
+  PythonOffsetsTable table = PythonOffsetsTable::parse(shipped_yaml(), "python.yaml");
+  PythonVersionOffsets offsets = *table.find(3, 12);
+  offsets.bpf.frame_owner = PYPERF_FRAME_HEADER_MAX;  // its one byte ends past the limit
+  set_derived_offsets(offsets);
+  EXPECT_EQ(offsets.bpf.frame_header_bytes, 0);
+  offsets.bpf.frame_owner = PYPERF_FRAME_HEADER_MAX - 1;  // its one byte is the limit's last
+  set_derived_offsets(offsets);
+  EXPECT_EQ(offsets.bpf.frame_header_bytes, PYPERF_FRAME_HEADER_MAX);
+  offsets.bpf.frame_owner = PYTHON_OFFSET_NONE;  // a field this version lacks is not read
+  set_derived_offsets(offsets);
+  EXPECT_GT(offsets.bpf.frame_header_bytes, 0);
+  EXPECT_LT(offsets.bpf.frame_header_bytes, PYPERF_FRAME_HEADER_MAX);
 }
 
 }  // namespace
