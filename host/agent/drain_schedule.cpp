@@ -32,8 +32,12 @@ DrainReason DrainSchedule::due(const MapInflow& now, size_t exits_waiting) {
   const uint64_t samples_per_check = since(now.samples_recorded, at_check_.samples_recorded, wrong);
   at_check_ = now;
   if (wrong) return DrainReason::kCountersWrong;
+  // The fragments a sweep kept are not inflow: they belong to stacks still
+  // sampled, and a drain now would keep them again. What the inflow can
+  // fill is the room they leave.
+  const uint64_t fragment_room = stack_traces_entries_ > fragments_kept_ ? stack_traces_entries_ - fragments_kept_ : 0;
   if (filling(keys, keys_per_check, stack_counts_entries_) ||
-      filling(fragments_kept_ + fragments, fragments_per_check, stack_traces_entries_) ||
+      filling(fragments, fragments_per_check, fragment_room) ||
       (sample_time_records_ > 0 && filling(samples, samples_per_check, sample_time_records_))) {
     return DrainReason::kMapsFilling;
   }

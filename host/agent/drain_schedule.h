@@ -7,10 +7,14 @@
 // BPF counts what it adds (new stack_counts keys, stack_traces fragments,
 // samples recorded: sample_times records); the agent reads those three
 // counters every second (three map lookups) and drains when what the maps
-// hold since the last drain passes a quarter of a map, or would pass half
-// of it within two more seconds at the last second's rate. Below that a
+// took in since the last drain passes a quarter of their room, or would pass
+// half of it within two more seconds at the last second's rate. Below that a
 // second's inflow cannot fill a map before the next check, so no sample is
-// dropped that a drain every second would have kept. Exited processes
+// dropped that a drain every second would have kept. A map's room is its
+// capacity, less, for stack_traces, the fragments the last drain's sweep
+// kept (stacks still sampled: a drain keeps them again, so counting them as
+// inflow made a drain due at nearly every check on a machine whose stacks
+// are many and deep, each such drain freeing nothing). Exited processes
 // waiting for a drain before they are forgotten (ProcessTracker::drained)
 // make one due too once kExitsWaiting of them wait, so a machine that
 // starts and ends many processes keeps their memory as short as before.

@@ -1,6 +1,7 @@
 // When `run` drains BPF's maps (agent/drain_schedule.h), from BPF's running
-// totals alone: not while the maps hold little, at once when one of them
-// passes a quarter, or is on its way to half within two checks, when
+// totals alone: not while the maps hold little, at once when what one of
+// them took in passes a quarter of its room, or is on its way to half within
+// two checks, when
 // exited processes pile up, and when the counters go backwards.
 #include <gtest/gtest.h>
 
@@ -51,12 +52,26 @@ TEST(DrainScheduleTest, DueBeforeAFastInflowCouldFillHalfAMap) {
   EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({2400, 0, 0}, 0));   // 2400 + 2 * 1400 >= 5120
 }
 
-TEST(DrainScheduleTest, FragmentsKeptBySweepCountTowardStackTraces) {
+TEST(DrainScheduleTest, FragmentsKeptBySweepLeaveLessRoomInStackTraces) {
+  // The sweep kept 8000 fragments of stacks still sampled: the room left is
+  // 24768, a quarter of it 6192. Kept fragments alone make no drain due (a
+  // drain would keep them again).
   DrainSchedule schedule = default_maps();
-  // The sweep kept 8000 fragments of stacks still sampled: 192 more is a quarter.
   schedule.drained({0, 0, 0}, 8000);
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 100, 0}, 0));
-  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 200, 0}, 0));
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 0, 0}, 0));
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 2000, 0}, 0));  // 2000 + 2 * 2000 < 12384
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 4000, 0}, 0));  // 4000 + 2 * 2000 < 12384
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 5000, 0}, 0));  // 5000 + 2 * 1000 < 12384, < 6192
+  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6200, 0}, 0));  // a quarter of the room
+
+  // Kept fragments filling most of the map: what is left fills in a few
+  // checks, and a drain (whose sweep frees stacks no longer sampled) is due.
+  schedule.drained({0, 6200, 0}, 32000);
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 6300, 0}, 0));  // 100 + 2 * 100 < 384
+  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6400, 0}, 0));  // a quarter of 768
+  // No room left at all: due at every check.
+  schedule.drained({0, 6400, 0}, 40000);
+  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6400, 0}, 0));
 }
 
 TEST(DrainScheduleTest, SampleTimesCountOnlyWhenRecorded) {
