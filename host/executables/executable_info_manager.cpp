@@ -62,6 +62,7 @@ void PluginExecutableLoader::clear_building(uint64_t file_id) {
 }
 
 bool ExecutableInfoManager::evict_one(uint64_t for_file_id, Clock::time_point now) {
+  scan_due_ = Clock::time_point::min();
   apply_sampled_locked();
   // First what no process maps: it costs nobody a walk.
   if (auto unmapped = longest_unmapped_locked(); unmapped != entries_.end()) {
@@ -210,6 +211,7 @@ void ExecutableInfoManager::add_or_inc_ref(uint64_t file_id, const std::string& 
 
 std::vector<uint64_t> ExecutableInfoManager::add_refs(const std::vector<Reference>& references) {
   std::lock_guard<std::mutex> lock(mutex_);
+  scan_due_ = Clock::time_point::min();
   std::vector<uint64_t> to_load;
   for (const Reference& reference : references) {
     if (!add_ref_locked(reference)) continue;
@@ -221,6 +223,7 @@ std::vector<uint64_t> ExecutableInfoManager::add_refs(const std::vector<Referenc
 
 void ExecutableInfoManager::load_referenced(const std::vector<uint64_t>& file_ids) {
   std::lock_guard<std::mutex> lock(mutex_);
+  scan_due_ = Clock::time_point::min();
   for (uint64_t file_id : file_ids) {
     auto it = entries_.find(file_id);
     // Gone (its last reference dropped) or loaded meanwhile: nothing to do.
@@ -234,6 +237,7 @@ bool ExecutableInfoManager::remove_or_dec_ref(uint64_t file_id, Clock::time_poin
   auto it = entries_.find(file_id);
   if (it == entries_.end() || it->second.references == 0) return false;
   if (--it->second.references > 0) return false;
+  scan_due_ = Clock::time_point::min();
   Entry& entry = it->second;
   {
     std::lock_guard<std::mutex> status_lock(status_mutex_);
@@ -265,6 +269,8 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   apply_sampled_locked();
+  if (now < scan_due_) return;
+  scan_due_ = Clock::time_point::max();  // a load below that evicts sets it back to min()
   for (auto& [file_id, entry] : entries_) {
     if (kept_unmapped(entry) && now - entry.unmapped_since >= kKeepUnmapped) {
       unload_unmapped_locked(file_id, entry,
@@ -272,9 +278,13 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
     }
   }
   erase_unreferenced_locked();
+  Clock::time_point due = Clock::time_point::max();
   for (auto& [file_id, entry] : entries_) {
     if (waits_for_retry(entry) && now >= entry.next_retry) load(file_id, entry, now);
+    if (kept_unmapped(entry)) due = std::min(due, entry.unmapped_since + kKeepUnmapped);
+    if (waits_for_retry(entry)) due = std::min(due, entry.next_retry);
   }
+  scan_due_ = std::min(scan_due_, due);
 }
 
 void ExecutableInfoManager::unload_unmapped() {
@@ -305,6 +315,7 @@ void ExecutableInfoManager::apply_sampled_locked() {
       // Wanted again: back in the retry queue, now.
       it->second.evicted = false;
       it->second.next_retry = when;
+      scan_due_ = Clock::time_point::min();
     }
   }
 }

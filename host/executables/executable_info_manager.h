@@ -206,6 +206,11 @@ class ExecutableInfoManager {
   ExecutableLoader& loader_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Entry> entries_;
+  // When retry_deferred next has anything to do (a kept file's time is up,
+  // a retry is due): it runs every second, and a walk over every entry was
+  // a visible part of an idle agent's CPU. min() after any change to
+  // entries_, which may make one due sooner.
+  Clock::time_point scan_due_ = Clock::time_point::min();
   ExecutableStats stats_;  // kept_unmapped counts entries where kept_unmapped() holds
   // Held only briefly (never across a load): what settled() and building() read.
   mutable std::mutex status_mutex_;

@@ -226,6 +226,33 @@ TEST(ExecutableInfoManagerTest, MarkOfAFileDroppedBeforeItsBuildIsCleared) {
   EXPECT_FALSE(manager.settled(5));
 }
 
+// retry_deferred (every second) walks the entries only once something can
+// be due; each change to them (a file let go, a load failing) brings that
+// time forward, so nothing waits past its time.
+TEST(ExecutableInfoManagerTest, IdleRetriesSkipTheirWalkYetEachChangeIsActedOnInTime) {
+  using std::chrono::seconds;
+  FakeLoader loader;
+  ExecutableInfoManager manager(loader);
+  const auto t0 = ExecutableInfoManager::Clock::now();
+  manager.add_or_inc_ref(7, "/lib/libc.so.6");
+  for (int s = 0; s < 5; ++s) manager.retry_deferred(t0 + seconds(s));  // mapped and loaded: nothing is due
+  EXPECT_TRUE(manager.remove_or_dec_ref(7, t0 + seconds(5)));          // let go: kept kKeepUnmapped from now
+  manager.retry_deferred(t0 + seconds(4) + ExecutableInfoManager::kKeepUnmapped);
+  EXPECT_EQ(loader.unloads[7], 0);
+  manager.retry_deferred(t0 + seconds(5) + ExecutableInfoManager::kKeepUnmapped);
+  EXPECT_EQ(loader.unloads[7], 1);
+  EXPECT_FALSE(manager.is_loaded(7));
+
+  // Nothing left to wait for; then a load fails: retried at its time.
+  loader.failures_left = 1;
+  manager.add_or_inc_ref(9, "/usr/bin/big");
+  EXPECT_EQ(loader.loads[9], 1);
+  manager.retry_deferred(ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kFirstRetry +
+                         ExecutableInfoManager::kKeepUnmapped);
+  EXPECT_EQ(loader.loads[9], 2);
+  EXPECT_TRUE(manager.is_loaded(9));
+}
+
 TEST(ExecutableInfoManagerTest, FailedLoadIsDeferredAndRetriedWithBackoff) {
   FakeLoader loader;
   loader.failures_left = 2;
