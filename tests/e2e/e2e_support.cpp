@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
+#include <iterator>
 #include <regex>
 #include <mutex>
 #include <sstream>
@@ -498,5 +499,39 @@ std::string temp_dir(const std::string& prefix) {
 }
 
 std::string workload(const std::string& name) { return std::string(OMNIPROF_WORKLOADS_DIR) + "/" + name; }
+
+namespace {
+
+// utime + stime of a /proc stat file, in seconds; -1 where unreadable.
+double stat_cpu_seconds(const std::string& path) {
+  std::ifstream stat(path);
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t comm_end = text.rfind(')');
+  if (comm_end == std::string::npos) return -1;
+  std::istringstream fields(text.substr(comm_end + 2));  // from field 3, the state
+  std::string field;
+  for (int i = 3; i < 14 && fields >> field; ++i) {
+    // fields 3 to 13 skipped: utime and stime are 14 and 15 (proc(5))
+  }
+  long long utime = 0, stime = 0;
+  if (!(fields >> utime >> stime)) return -1;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+double cpu_seconds(pid_t pid) { return stat_cpu_seconds("/proc/" + std::to_string(pid) + "/stat"); }
+
+std::map<pid_t, double> thread_cpu_seconds(pid_t pid) {
+  std::map<pid_t, double> threads;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(task_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string tid = it->path().filename().string();
+    const double seconds = stat_cpu_seconds(it->path().string() + "/stat");
+    if (seconds >= 0) threads[static_cast<pid_t>(std::stol(tid))] = seconds;
+  }
+  return threads;
+}
 
 }  // namespace omniprof::e2e

@@ -169,4 +169,11 @@ ChainCount count_chain(const std::vector<PprofTrace>& traces, const std::vector<
 std::string temp_dir(const std::string& prefix);
 std::string workload(const std::string& name);
 
+// The CPU time PID has used, in seconds (utime + stime of /proc/PID/stat);
+// -1 where unreadable.
+double cpu_seconds(pid_t pid);
+// The CPU time each live thread of PID has used, in seconds, by tid
+// (/proc/PID/task/TID/stat); empty once PID has ended.
+std::map<pid_t, double> thread_cpu_seconds(pid_t pid);
+
 }  // namespace omniprof::e2e

@@ -223,23 +223,6 @@ Resident resident_kib(pid_t pid) {
   return resident;
 }
 
-// The CPU time PID has used, in seconds (utime + stime of /proc/PID/stat);
-// -1 where unreadable.
-double cpu_seconds(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t comm_end = text.rfind(')');
-  if (comm_end == std::string::npos) return -1;
-  std::istringstream fields(text.substr(comm_end + 2));  // from field 3, the state
-  std::string field;
-  for (int i = 3; i < 14 && fields >> field; ++i) {
-    // fields 3 to 13 skipped: utime and stime are 14 and 15 (proc(5))
-  }
-  long long utime = 0, stime = 0;
-  if (!(fields >> utime >> stime)) return -1;
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 // Waits for `needle` in the log at `path` while PID lives.
 bool wait_for_log(const std::string& path, const std::string& needle, pid_t pid, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;

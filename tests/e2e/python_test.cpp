@@ -93,6 +93,12 @@ constexpr const char* kExitingSeconds = "4";
 // 10.6 s after its signal, so nothing of it had exited within the round.
 constexpr std::chrono::seconds kRecordAtLeast{8};
 constexpr std::chrono::seconds kExitingLimit{90};  // how long python_exits.py may take to end
+// ... and until each thread of python_mixed.py has run this long while
+// recorded (about 200 samples at kRecordHz; its tests judge from 50). Its
+// ctypes thread waits for the GIL after each call: under Python 2.7's GIL,
+// which a busy thread hands over rarely, it ran a quarter second in 10 s
+// of an emulated 6.12 guest (49 samples, 2026-12-07).
+constexpr double kMixedThreadSeconds = 1.0;
 constexpr const char* kRecordBoundSeconds = "300";
 // Eight busy threads share the CPUs: twice the usual rate gives each of them
 // enough samples to judge in one short recording.
@@ -173,17 +179,30 @@ Recording make_recording(const Interpreter& python) {
   }
   step("omniprof recording");
   const auto recording_began = std::chrono::steady_clock::now();
+  const std::map<pid_t, double> mixed_cpu_began = thread_cpu_seconds(r.mixed);
+  bool mixed_ran_enough = false;
+  auto mixed_threads_ran_enough = [&]() {
+    const std::map<pid_t, double> now = thread_cpu_seconds(r.mixed);
+    for (const auto& [tid, began] : mixed_cpu_began) {
+      auto it = now.find(tid);
+      if (it == now.end() || it->second - began < kMixedThreadSeconds) return false;
+    }
+    return true;
+  };
   // It burns CPU for kExitingSeconds from now and exits within the round.
   exits.signal(SIGUSR1);
   // python_shares.py's CPU clock counts while the profile does.
   shares.signal(SIGUSR1);
   for (auto now = recording_began;
-       (now < recording_began + kRecordAtLeast || !r.exits_status_at_record_end) &&
+       (now < recording_began + kRecordAtLeast || !r.exits_status_at_record_end || !mixed_ran_enough) &&
        now < recording_began + kExitingLimit;
        now = std::chrono::steady_clock::now()) {
     if (!r.exits_status_at_record_end) {
       r.exits_status_at_record_end = exits.poll();
       if (r.exits_status_at_record_end) step("python_exits.py ended");
+    }
+    if (!mixed_ran_enough && (mixed_ran_enough = mixed_threads_ran_enough())) {
+      step("python_mixed.py's threads ran long enough");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
