@@ -94,11 +94,11 @@ constexpr const char* kExitingSeconds = "4";
 constexpr std::chrono::seconds kRecordAtLeast{8};
 constexpr std::chrono::seconds kExitingLimit{90};  // how long python_exits.py may take to end
 // ... and until each thread of python_mixed.py has run this long while
-// recorded (about 200 samples at kRecordHz; its tests judge from 50). Its
+// recorded (about 100 samples at kRecordHz; its tests judge from 50). Its
 // ctypes thread waits for the GIL after each call: under Python 2.7's GIL,
 // which a busy thread hands over rarely, it ran a quarter second in 10 s
 // of an emulated 6.12 guest (49 samples, 2026-12-07).
-constexpr double kMixedThreadSeconds = 1.0;
+constexpr double kMixedThreadSeconds = 0.5;
 constexpr const char* kRecordBoundSeconds = "300";
 // Eight busy threads share the CPUs: twice the usual rate gives each of them
 // enough samples to judge in one short recording.
