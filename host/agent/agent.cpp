@@ -75,14 +75,6 @@ size_t executable_descriptor_budget() {
 
 }  // namespace
 
-InstallLayout InstallLayout::from_executable() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  fs::path prefix = ec ? fs::path("/usr") : exe.parent_path().parent_path();
-  return InstallLayout{prefix.string(), (prefix / OMNIPROF_PLUGIN_SUBDIR).string(),
-                       (prefix / OMNIPROF_DATA_SUBDIR).string()};
-}
-
 PluginHostOptions plugin_options(const Config& config, const InstallLayout& layout) {
   PluginHostOptions options;
   options.directories.push_back(layout.plugin_dir);

@@ -19,6 +19,7 @@
 #include "agent/drain_schedule.h"
 #include "agent/profile_assembler.h"
 #include "agent/round_samples.h"
+#include "common/install_layout.h"
 #include "bpf/bpf_maps.h"
 #include "bpf/perf_sampler.h"
 #include "omniprof/support/result.h"
@@ -35,15 +36,6 @@
 struct ring_buffer;
 
 namespace omniprof {
-
-// Where an installed (or built) tree keeps its parts, found from the path of
-// the running binary: <prefix>/bin/omniprof -> <prefix>/lib/omniprof/plugins.
-struct InstallLayout {
-  std::string prefix;
-  std::string plugin_dir;
-  std::string data_dir;
-  static InstallLayout from_executable();
-};
 
 PluginHostOptions plugin_options(const Config& config, const InstallLayout& layout);
 

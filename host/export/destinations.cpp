@@ -1,8 +1,6 @@
 #include "export/destinations.h"
 
 #include <fmt/format.h>
-#include <grpcpp/grpcpp.h>
-#include <httplib.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
@@ -16,7 +14,8 @@
 #include "common/gzip.h"
 #include "export/otlp_profile.h"
 #include "google/rpc/status.pb.h"
-#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
+#include "network/transport.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
 namespace omniprof {
 namespace {
@@ -25,6 +24,17 @@ namespace pb = perftools::profiles;
 using std::chrono::milliseconds;
 
 constexpr std::string_view kOtlpHttpPath = "/v1development/profiles";
+constexpr const char* kOtlpGrpcExport = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+// gRPC's status codes (grpc/status.h) that the OTLP specification names.
+enum GrpcCode : int {
+  kCancelled = 1,
+  kDeadlineExceeded = 4,
+  kResourceExhausted = 8,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnavailable = 14,
+  kDataLoss = 15,
+};
 
 Result<std::string> read_pem(const std::string& path) {
   std::ifstream in(path);
@@ -46,9 +56,8 @@ Result<std::vector<ExportPayload>> encode_otlp(const ProfileBuilder& round) {
   return std::vector<ExportPayload>{ExportPayload{std::move(*gzipped), ""}};
 }
 
-milliseconds retry_after_header(const httplib::Response& response) {
-  if (!response.has_header("Retry-After")) return milliseconds(0);
-  const std::string value = response.get_header_value("Retry-After");
+milliseconds retry_after_seconds(const std::string& value) {
+  if (value.empty()) return milliseconds(0);
   char* end = nullptr;
   long seconds = std::strtol(value.c_str(), &end, 10);
   // An HTTP date instead of seconds is left to the backoff.
@@ -56,71 +65,48 @@ milliseconds retry_after_header(const httplib::Response& response) {
   return milliseconds(std::min<long>(seconds, 3600) * 1000);
 }
 
-// httplib's error, said for a reader of the log.
-std::string http_error_text(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection: return "cannot connect (refused, unreachable, or the name does not resolve)";
-    case httplib::Error::ConnectionTimeout: return "the connection timed out";
-    case httplib::Error::Read: return "no answer within the timeout (or the connection broke while reading)";
-    case httplib::Error::Write: return "the connection broke while sending";
-    case httplib::Error::SSLConnection: return "the TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts: return "cannot load the CA certificates";
-    case httplib::Error::SSLServerVerification: return "the server's certificate is not trusted";
-    default: return "HTTP client error: " + httplib::to_string(error);
-  }
-}
-
 // What an HTTP exchange came to, by the OTLP specification's rules.
-SendOutcome http_outcome(const httplib::Result& result, const std::string& what) {
+SendOutcome http_outcome(const network::HttpAnswer& answer, const std::string& what) {
   SendOutcome outcome;
-  if (!result) {
+  if (!answer.transport_error.empty()) {
     outcome.status = SendOutcome::Status::kRetryable;
-    outcome.error = fmt::format("{}: {}", what, http_error_text(result.error()));
+    outcome.error = fmt::format("{}: {}", what, answer.transport_error);
     return outcome;
   }
-  const int status = result->status;
+  const int status = answer.status;
   if (status >= 200 && status < 300) return outcome;
-  std::string body = result->body.substr(0, 200);
+  std::string body = answer.body.substr(0, 200);
   std::replace(body.begin(), body.end(), '\n', ' ');
   outcome.error = fmt::format("{}: HTTP {}{}{}", what, status, body.empty() ? "" : ": ", body);
   if (status == 429 || status == 502 || status == 503 || status == 504) {
     outcome.status = SendOutcome::Status::kRetryable;
-    outcome.retry_after = retry_after_header(*result);
+    outcome.retry_after = retry_after_seconds(answer.retry_after);
   } else {
     outcome.status = SendOutcome::Status::kRejected;
   }
   return outcome;
 }
 
-// An httplib client for scheme://host:port, with the timeouts and trust the
-// settings give.
-std::unique_ptr<httplib::Client> http_client(const EndpointUrl& url, const std::string& certificate) {
-  std::string origin = fmt::format("{}://{}", url.scheme, url.host);
-  if (url.port != 0) origin += fmt::format(":{}", url.port);
-  auto client = std::make_unique<httplib::Client>(origin);
-  if (url.scheme == "https") {
-    if (!certificate.empty()) client->set_ca_cert_path(certificate.c_str());
-    client->enable_server_certificate_verification(true);
-  }
-  client->set_keep_alive(true);
-  return client;
-}
-
-void set_timeouts(httplib::Client& client, milliseconds timeout) {
-  const time_t seconds = static_cast<time_t>(timeout.count() / 1000);
-  const time_t micros = static_cast<time_t>((timeout.count() % 1000) * 1000);
-  client.set_connection_timeout(seconds, micros);
-  client.set_read_timeout(seconds, micros);
-  client.set_write_timeout(seconds, micros);
+// A client for scheme://host:port, with the trust the settings give.
+std::unique_ptr<network::HttpClient> http_client(const network::NetworkModule& module, const EndpointUrl& url,
+                                                 const std::string& certificate, const std::string& user = "",
+                                                 const std::string& password = "") {
+  network::HttpClientOptions options;
+  options.origin = fmt::format("{}://{}", url.scheme, url.host);
+  if (url.port != 0) options.origin += fmt::format(":{}", url.port);
+  options.ca_certificate_path = certificate;
+  options.basic_auth_user = user;
+  options.basic_auth_password = password;
+  return module.http_client(options);
 }
 
 class OtlpHttpDestination : public ExportDestination {
  public:
-  OtlpHttpDestination(EndpointUrl url, const OtlpSettings& settings)
-      : url_(std::move(url)), client_(http_client(url_, settings.certificate)) {
-    for (const auto& [key, value] : settings.headers) headers_.emplace(key, value);
-    headers_.emplace("Content-Encoding", "gzip");
-    headers_.emplace("User-Agent", "omniprof/" OMNIPROF_VERSION);
+  OtlpHttpDestination(const network::NetworkModule& module, EndpointUrl url, const OtlpSettings& settings)
+      : url_(std::move(url)), client_(http_client(module, url_, settings.certificate)) {
+    for (const auto& [key, value] : settings.headers) headers_.emplace_back(key, value);
+    headers_.emplace_back("Content-Encoding", "gzip");
+    headers_.emplace_back("User-Agent", "omniprof/" OMNIPROF_VERSION);
   }
 
   std::string name() const override {
@@ -131,12 +117,11 @@ class OtlpHttpDestination : public ExportDestination {
   Result<std::vector<ExportPayload>> encode(const ProfileBuilder& round) override { return encode_otlp(round); }
 
   SendOutcome send(const ExportPayload& payload, milliseconds timeout) override {
-    set_timeouts(*client_, timeout);
-    auto result = client_->Post(url_.path.c_str(), headers_, payload.body, "application/x-protobuf");
-    SendOutcome outcome = http_outcome(result, "POST " + url_.path);
+    network::HttpAnswer answer = client_->post(url_.path, headers_, payload.body, "application/x-protobuf", timeout);
+    SendOutcome outcome = http_outcome(answer, "POST " + url_.path);
     if (outcome.status == SendOutcome::Status::kSent) {
       otlp_collector::ExportProfilesServiceResponse response;
-      std::string body = result->body;
+      std::string body = std::move(answer.body);
       if (has_gzip_magic(body)) {
         if (auto inflated = gzip_decompress(body)) body = std::move(*inflated);
       }
@@ -150,20 +135,18 @@ class OtlpHttpDestination : public ExportDestination {
 
  private:
   EndpointUrl url_;
-  std::unique_ptr<httplib::Client> client_;
-  httplib::Headers headers_;
+  std::unique_ptr<network::HttpClient> client_;
+  network::Headers headers_;
 };
 
 class OtlpGrpcDestination : public ExportDestination {
  public:
-  OtlpGrpcDestination(std::string target, std::shared_ptr<grpc::ChannelCredentials> credentials, bool tls,
+  OtlpGrpcDestination(const network::NetworkModule& module, network::GrpcChannelOptions options,
                       const OtlpSettings& settings)
-      : target_(std::move(target)), tls_(tls), headers_(settings.headers) {
-    grpc::ChannelArguments arguments;
-    arguments.SetMaxSendMessageSize(64 << 20);
-    arguments.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "omniprof/" OMNIPROF_VERSION);
-    channel_ = grpc::CreateCustomChannel(target_, credentials, arguments);
-    stub_ = otlp_collector::ProfilesService::NewStub(channel_);
+      : target_(options.target), tls_(options.tls), headers_(settings.headers) {
+    options.user_agent = "omniprof/" OMNIPROF_VERSION;
+    options.max_send_bytes = 64 << 20;
+    channel_ = module.grpc_channel(options);
     // gRPC metadata keys are lowercase.
     for (auto& [key, value] : headers_) {
       std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -178,31 +161,26 @@ class OtlpGrpcDestination : public ExportDestination {
     SendOutcome outcome;
     // Queued gzip'd (a fifth of the memory); gRPC compresses the message
     // again on the wire.
-    otlp_collector::ExportProfilesServiceRequest request;
     auto serialized = gzip_decompress(payload.body);
-    if (!serialized || !request.ParseFromString(*serialized)) {
+    if (!serialized) {
       outcome.status = SendOutcome::Status::kRejected;
       outcome.error = "a queued request could not be read back";
       return outcome;
     }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + timeout);
-    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
-    for (const auto& [key, value] : headers_) context.AddMetadata(key, value);
-    otlp_collector::ExportProfilesServiceResponse response;
-    grpc::Status status = stub_->Export(&context, request, &response);
-    if (status.ok()) {
-      if (response.has_partial_success()) {
+    const network::GrpcAnswer answer = channel_->unary_call(kOtlpGrpcExport, *serialized, headers_, timeout);
+    if (answer.code == 0) {
+      otlp_collector::ExportProfilesServiceResponse response;
+      if (response.ParseFromString(answer.response) && response.has_partial_success()) {
         outcome.rejected_items = response.partial_success().rejected_profiles();
         outcome.error = response.partial_success().error_message();
       }
       return outcome;
     }
-    outcome.error = fmt::format("Export: {} ({})", status.error_message(), static_cast<int>(status.error_code()));
+    outcome.error = fmt::format("Export: {} ({})", answer.message, answer.code);
     // The server's RetryInfo, if its status carries one (grpc-status-details-bin).
     bool has_retry_info = false;
     google::rpc::Status details;
-    if (!status.error_details().empty() && details.ParseFromString(status.error_details())) {
+    if (!answer.details.empty() && details.ParseFromString(answer.details)) {
       for (const auto& detail : details.details()) {
         google::rpc::RetryInfo retry;
         if (detail.UnpackTo(&retry)) {
@@ -212,16 +190,16 @@ class OtlpGrpcDestination : public ExportDestination {
         }
       }
     }
-    switch (status.error_code()) {
-      case grpc::StatusCode::UNAVAILABLE:
-      case grpc::StatusCode::ABORTED:
-      case grpc::StatusCode::OUT_OF_RANGE:
-      case grpc::StatusCode::DATA_LOSS:
-      case grpc::StatusCode::CANCELLED:
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
+    switch (answer.code) {
+      case kUnavailable:
+      case kAborted:
+      case kOutOfRange:
+      case kDataLoss:
+      case kCancelled:
+      case kDeadlineExceeded:
         outcome.status = SendOutcome::Status::kRetryable;
         break;
-      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      case kResourceExhausted:
         // Retryable only when the server says when (RetryInfo).
         outcome.status = has_retry_info ? SendOutcome::Status::kRetryable : SendOutcome::Status::kRejected;
         break;
@@ -234,9 +212,8 @@ class OtlpGrpcDestination : public ExportDestination {
  private:
   std::string target_;
   bool tls_;
-  std::vector<std::pair<std::string, std::string>> headers_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<otlp_collector::ProfilesService::Stub> stub_;
+  network::Headers headers_;
+  std::unique_ptr<network::GrpcChannel> channel_;
 };
 
 // A copy of `profile` holding only the given samples, and only the
@@ -322,14 +299,13 @@ std::string form_escape(const std::string& text) {
 
 class PyroscopeDestination : public ExportDestination {
  public:
-  PyroscopeDestination(EndpointUrl url, const PyroscopeSettings& settings,
+  PyroscopeDestination(const network::NetworkModule& module, EndpointUrl url, const PyroscopeSettings& settings,
                        std::vector<std::pair<std::string, std::string>> labels)
-      : url_(std::move(url)), client_(http_client(url_, "")), labels_(std::move(labels)) {
-    if (!settings.basic_auth_user.empty()) {
-      client_->set_basic_auth(settings.basic_auth_user.c_str(), settings.basic_auth_password.c_str());
-    }
-    if (!settings.tenant_id.empty()) headers_.emplace("X-Scope-OrgID", settings.tenant_id);
-    headers_.emplace("User-Agent", "omniprof/" OMNIPROF_VERSION);
+      : url_(std::move(url)),
+        client_(http_client(module, url_, "", settings.basic_auth_user, settings.basic_auth_password)),
+        labels_(std::move(labels)) {
+    if (!settings.tenant_id.empty()) headers_.emplace_back("X-Scope-OrgID", settings.tenant_id);
+    headers_.emplace_back("User-Agent", "omniprof/" OMNIPROF_VERSION);
     while (!url_.path.empty() && url_.path.back() == '/') url_.path.pop_back();
   }
 
@@ -372,20 +348,18 @@ class PyroscopeDestination : public ExportDestination {
   }
 
   SendOutcome send(const ExportPayload& payload, milliseconds timeout) override {
-    set_timeouts(*client_, timeout);
     // As Pyroscope's own clients upload pprof: a multipart form whose
     // `profile` part is the (gzip'd) profile.
-    httplib::MultipartFormDataItems form{{"profile", payload.body, "profile.pprof", "application/octet-stream"}};
+    const network::FormFile file{"profile", "profile.pprof", payload.body, "application/octet-stream"};
     const std::string path = url_.path + "/ingest?" + payload.query;
-    auto result = client_->Post(path.c_str(), headers_, form);
-    return http_outcome(result, "POST " + url_.path + "/ingest");
+    return http_outcome(client_->post_form(path, headers_, file, timeout), "POST " + url_.path + "/ingest");
   }
 
  private:
   EndpointUrl url_;
-  std::unique_ptr<httplib::Client> client_;
+  std::unique_ptr<network::HttpClient> client_;
   std::vector<std::pair<std::string, std::string>> labels_;
-  httplib::Headers headers_;
+  network::Headers headers_;
 };
 
 }  // namespace
@@ -454,6 +428,8 @@ std::string pyroscope_application_name(const std::string& service,
 Result<std::unique_ptr<ExportDestination>> make_otlp_destination(const OtlpSettings& settings) {
   auto url = parse_endpoint(settings.endpoint);
   if (!url) return url.error();
+  auto module = network::installed_network_module();
+  if (!module) return make_error("export.otlp.endpoint " + settings.endpoint + ": " + module.error().message);
   if (settings.protocol == "http/protobuf") {
     if (url->scheme.empty()) {
       return make_error(fmt::format("export.otlp.endpoint {}: http/protobuf needs an http:// or https:// URL",
@@ -468,7 +444,8 @@ Result<std::unique_ptr<ExportDestination>> make_otlp_destination(const OtlpSetti
     if (!settings.certificate.empty()) {
       if (auto pem = read_pem(settings.certificate); !pem) return pem.error();
     }
-    return std::unique_ptr<ExportDestination>(std::make_unique<OtlpHttpDestination>(std::move(*url), settings));
+    return std::unique_ptr<ExportDestination>(
+        std::make_unique<OtlpHttpDestination>(**module, std::move(*url), settings));
   }
   if (settings.protocol != "grpc") {
     return make_error(fmt::format("export.otlp.protocol: expected grpc or http/protobuf, got {}", settings.protocol));
@@ -477,22 +454,15 @@ Result<std::unique_ptr<ExportDestination>> make_otlp_destination(const OtlpSetti
     return make_error(fmt::format("export.otlp.endpoint {}: a gRPC endpoint is host:port, without a path",
                                   settings.endpoint));
   }
-  const bool tls = url->scheme == "https" || (url->scheme.empty() && !settings.insecure);
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (tls) {
-    grpc::SslCredentialsOptions options;
-    if (!settings.certificate.empty()) {
-      auto pem = read_pem(settings.certificate);
-      if (!pem) return pem.error();
-      options.pem_root_certs = *pem;
-    }
-    credentials = grpc::SslCredentials(options);
-  } else {
-    credentials = grpc::InsecureChannelCredentials();
+  network::GrpcChannelOptions channel;
+  channel.tls = url->scheme == "https" || (url->scheme.empty() && !settings.insecure);
+  if (channel.tls && !settings.certificate.empty()) {
+    auto pem = read_pem(settings.certificate);
+    if (!pem) return pem.error();
+    channel.pem_root_certs = *pem;
   }
-  std::string target = url->host + ":" + std::to_string(url->port ? url->port : 4317);
-  return std::unique_ptr<ExportDestination>(
-      std::make_unique<OtlpGrpcDestination>(std::move(target), std::move(credentials), tls, settings));
+  channel.target = url->host + ":" + std::to_string(url->port ? url->port : 4317);
+  return std::unique_ptr<ExportDestination>(std::make_unique<OtlpGrpcDestination>(**module, channel, settings));
 }
 
 Result<std::vector<ConfiguredExporter>> make_exporters(const Config& config) {
@@ -530,8 +500,10 @@ Result<std::unique_ptr<ExportDestination>> make_pyroscope_destination(
   if (url->scheme.empty()) {
     return make_error(fmt::format("export.pyroscope.url {}: expected an http:// or https:// URL", settings.url));
   }
+  auto module = network::installed_network_module();
+  if (!module) return make_error("export.pyroscope.url " + settings.url + ": " + module.error().message);
   return std::unique_ptr<ExportDestination>(
-      std::make_unique<PyroscopeDestination>(std::move(*url), settings, std::move(labels)));
+      std::make_unique<PyroscopeDestination>(**module, std::move(*url), settings, std::move(labels)));
 }
 
 }  // namespace omniprof

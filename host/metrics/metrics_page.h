@@ -10,20 +10,18 @@
 // a snapshot taken under the owner's lock).
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "omniprof/support/result.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
+namespace omniprof::network {
+class PageServer;
+}  // namespace omniprof::network
 
 namespace omniprof {
 
@@ -60,19 +58,21 @@ std::string format_prometheus(const std::vector<Metric>& metrics);
 std::vector<Metric> process_metrics(const std::string& proc_dir = "/proc/self");
 
 // Serves GET /metrics (and HEAD) with format_prometheus(collect()); any other
-// path is a 404. Connections are answered one at a time on the server's single
-// thread, without keep-alive, so that a scraper (or a client that stalls, for
-// at most a few seconds of timeout) never costs the agent more than one thread
-// and one socket. Note: constructing the httplib server sets SIGPIPE to
-// SIG_IGN for the whole process (httplib writes without MSG_NOSIGNAL).
+// path is a 404. Served by the network module (network/transport.h, loaded
+// here the first time), on a thread of its own, one connection at a time
+// without keep-alive: a scraper (or a client that stalls, for at most a few
+// seconds of timeout) never costs the agent more than one thread and one
+// socket. Note: starting it sets SIGPIPE to SIG_IGN for the whole process
+// (httplib writes without MSG_NOSIGNAL).
 class MetricsServer {
  public:
   // Binds `listen`, "HOST:PORT" ("127.0.0.1:9464", "[::1]:9464", "0.0.0.0:9464";
   // port 0 picks a free one), and starts serving. A host name binds the first
   // of its addresses that can be bound. "[::]" also accepts IPv4 (httplib
   // clears IPV6_V6ONLY). Fails, naming `listen` and the reason, on a malformed
-  // string, a host that does not resolve, or an address that cannot be bound
-  // (in use, not local, privileged port).
+  // string, a host that does not resolve, an address that cannot be bound
+  // (in use, not local, privileged port), or a network module that cannot be
+  // loaded.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& listen,
                                                       std::function<std::vector<Metric>()> collect);
 
@@ -83,15 +83,12 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   // The bound port (the one picked, when `listen` asked for port 0).
-  int port() const { return port_; }
+  int port() const;
 
  private:
-  MetricsServer(std::unique_ptr<httplib::Server> server, int port);
+  explicit MetricsServer(std::unique_ptr<network::PageServer> server);
 
-  std::unique_ptr<httplib::Server> server_;
-  int port_;
-  std::atomic<bool> finished_{false};  // the thread has left listen_after_bind
-  std::thread thread_;
+  std::unique_ptr<network::PageServer> server_;
 };
 
 }  // namespace omniprof

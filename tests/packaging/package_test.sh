@@ -149,6 +149,16 @@ echo "$plugins_output" | grep -q "reason: runtime 'ruby' is enabled in the confi
 for p in "${plugins[@]}"; do [ "$p" = ruby ] || expect_plugin "$p"; done
 say "after dpkg -r omniprof-ruby: ruby not installed, the others $expected_state, exit 0"
 
+# The network transports are a module of the omniprof package, loaded only
+# for export and /metrics: the binary links none of what it needs, and it
+# finds everything it needs installed.
+module=/usr/lib/omniprof/network.so
+[ -f "$module" ] || fail "$module is not installed by the omniprof package"
+ldd /usr/bin/omniprof | grep -Eq 'lib(grpc|cpp-httplib|ssl|crypto)' &&
+  fail "/usr/bin/omniprof links gRPC, cpp-httplib or OpenSSL: $(ldd /usr/bin/omniprof | grep -E 'grpc|httplib|ssl|crypto')"
+ldd "$module" | grep -q 'not found' && fail "$module needs libraries that are not installed: $(ldd "$module" | grep 'not found')"
+say "the network module is installed, complete, and not linked by the binary"
+
 if [ "$expected_state" = loaded ]; then
   "$workload" 60 &  # killed once recorded; long enough for a slow start
   workload_pid=$!
