@@ -432,28 +432,35 @@ void BpfMaps::clear_unwind_table_building(uint64_t file_id) {
   }
 }
 
-Result<std::vector<uint64_t>> BpfMaps::read_stats() const {
+Result<std::vector<uint64_t>> BpfMaps::read_stats(uint32_t first, uint32_t count) const {
+  if (first > OMNIPROF_NUM_STATS || count > OMNIPROF_NUM_STATS - first) {
+    return make_error(fmt::format("percpu_stats has {} counters, not [{}, {})", OMNIPROF_NUM_STATS, first,
+                                  static_cast<uint64_t>(first) + count));
+  }
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return make_error("cannot count possible CPUs");
-  std::vector<uint64_t> totals(OMNIPROF_NUM_STATS, 0);
+  std::vector<uint64_t> totals(count, 0);
   int fd = map_fd(OMNIPROF_MAP_PERCPU_STATS);
-  if (batch_ops_ != Support::kNo) {
-    // All of them in one call: a value per CPU per key, keys in order.
-    std::vector<uint32_t> keys(OMNIPROF_NUM_STATS);
-    std::vector<uint64_t> values(static_cast<size_t>(OMNIPROF_NUM_STATS) * cpus);
-    uint32_t out_token = 0, count = OMNIPROF_NUM_STATS;
+  if (batch_ops_ != Support::kNo && count > 0) {
+    // All of them in one call: a value per CPU per key, keys in order. An
+    // array's batch starts after the key `in_batch` points at.
+    std::vector<uint32_t> keys(count);
+    std::vector<uint64_t> values(static_cast<size_t>(count) * cpus);
+    uint32_t before_first = first - 1;
+    uint32_t out_token = 0, got = count;
     LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    int ret = bpf_map_lookup_batch(fd, nullptr, &out_token, keys.data(), values.data(), &count, &opts);
-    if ((ret == 0 || errno == ENOENT) && count == OMNIPROF_NUM_STATS) {
-      for (uint32_t k = 0; k < count; ++k) {
-        if (keys[k] >= OMNIPROF_NUM_STATS) continue;
-        for (int c = 0; c < cpus; ++c) totals[keys[k]] += values[static_cast<size_t>(k) * cpus + c];
+    int ret = bpf_map_lookup_batch(fd, first == 0 ? nullptr : &before_first, &out_token, keys.data(), values.data(),
+                                   &got, &opts);
+    if ((ret == 0 || errno == ENOENT) && got == count) {
+      for (uint32_t k = 0; k < got; ++k) {
+        if (keys[k] < first || keys[k] - first >= count) continue;
+        for (int c = 0; c < cpus; ++c) totals[keys[k] - first] += values[static_cast<size_t>(k) * cpus + c];
       }
       return totals;
     }
   }
-  for (uint32_t i = 0; i < OMNIPROF_NUM_STATS; ++i) {
-    auto total = read_stat(i);
+  for (uint32_t i = 0; i < count; ++i) {
+    auto total = read_stat(first + i);
     if (!total) return total.error();
     totals[i] = *total;
   }

@@ -111,7 +111,10 @@ class BpfMaps {
   void clear_unwind_table_building(uint64_t file_id);
 
   // percpu_stats summed over CPUs, OMNIPROF_NUM_STATS entries.
-  Result<std::vector<uint64_t>> read_stats() const;
+  Result<std::vector<uint64_t>> read_stats() const { return read_stats(0, OMNIPROF_NUM_STATS); }
+  // Counters [first, first + count) of percpu_stats, each summed over the
+  // CPUs: one batch lookup where the kernel has them, else one per counter.
+  Result<std::vector<uint64_t>> read_stats(uint32_t first, uint32_t count) const;
   // One counter of percpu_stats, summed over the CPUs (one lookup).
   Result<uint64_t> read_stat(uint32_t index) const;
 

@@ -221,6 +221,14 @@ TEST_P(StackDrainTest, StatsAreEachCounterSummedOverTheCpus) {
     EXPECT_EQ(*one, (*stats)[stat]) << "counter " << stat;
   }
   EXPECT_EQ((*stats)[1], 0u);
+  // A span of them, as the drain schedule reads its three every second:
+  // from counter 3 (a batch starting inside the array) to the last.
+  auto span = maps.read_stats(3, OMNIPROF_NUM_STATS - 3);
+  ASSERT_TRUE(span) << span.error().message;
+  EXPECT_EQ(*span, std::vector<uint64_t>(stats->begin() + 3, stats->end()));
+  auto past_the_end = maps.read_stats(3, OMNIPROF_NUM_STATS);
+  ASSERT_FALSE(past_the_end);
+  EXPECT_NE(past_the_end.error().message.find("percpu_stats has"), std::string::npos) << past_the_end.error().message;
 }
 
 // The last drain's count of `run` at each round's log line
