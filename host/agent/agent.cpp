@@ -198,11 +198,7 @@ Result<void> Agent::start() {
   }
   event_loop_ = std::make_unique<EventLoop>([this](const omniprof_event& event) {
     if (event.type != OMNIPROF_EVENT_TICK_DUE) return processes_->handle_event(event);
-    {
-      std::lock_guard<std::mutex> lock(tick_mutex_);
-      tick_due_ = true;
-    }
-    tick_wakeup_.notify_all();
+    request_tick(true);
   });
   events_ = ring_buffer__new(
       maps_->events_fd(),
@@ -267,21 +263,22 @@ Result<void> Agent::start() {
 
   // Plugins read, while processes live, what they will need to name frames
   // at the round's end (plugin.h: tick): at once when a walk noted something
-  // new (a process may live only milliseconds more), and every kTickInterval
-  // in case a TICK_DUE event was lost (the events ring full).
-  // Requests that come while a tick runs make one more tick after it.
+  // new (a process may live only milliseconds more), and when a TICK_DUE
+  // event may have been lost (read_counters). Requests that come while a
+  // tick runs make one more tick after it.
   tick_thread_ = std::thread([this] {
-    while (!stopping_.load()) {
+    std::unique_lock<std::mutex> lock(tick_mutex_);
+    for (;;) {
+      tick_wakeup_.wait(lock,
+                        [this] { return stopping_.load() || tick_due_on_request_ || tick_due_for_lost_events_; });
+      if (stopping_.load()) return;
+      (tick_due_on_request_ ? ticks_on_request_ : ticks_for_lost_events_).fetch_add(1, std::memory_order_relaxed);
+      tick_due_on_request_ = tick_due_for_lost_events_ = false;
+      lock.unlock();
       for (const auto& plugin : plugins_->plugins()) {
         if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
       }
-      std::unique_lock<std::mutex> lock(tick_mutex_);
-      if (tick_wakeup_.wait_for(lock, kTickInterval,
-                                [this] { return stopping_.load() || tick_due_; }) &&
-          tick_due_) {
-        ticks_on_request_.fetch_add(1, std::memory_order_relaxed);
-      }
-      tick_due_ = false;
+      lock.lock();
     }
   });
 
@@ -418,15 +415,31 @@ void Agent::discard_round() {
   round_start_mono_ns_ = now_ns(CLOCK_MONOTONIC);
 }
 
-Result<MapInflow> Agent::read_inflow() const {
-  // The three counters in one read (every second): the span between them
-  // costs a few bytes per CPU, a syscall each would cost more.
+void Agent::request_tick(bool on_request) {
+  {
+    std::lock_guard<std::mutex> lock(tick_mutex_);
+    (on_request ? tick_due_on_request_ : tick_due_for_lost_events_) = true;
+  }
+  tick_wakeup_.notify_all();
+}
+
+Result<MapInflow> Agent::read_counters() {
+  // The counters in one read: the span between them costs a few bytes per
+  // CPU, a syscall each would cost more.
   constexpr uint32_t first = std::min({OMNIPROF_STAT_COUNT_KEYS_ADDED, OMNIPROF_STAT_FRAGMENTS_STORED,
-                                       OMNIPROF_STAT_RECORDED});
+                                       OMNIPROF_STAT_RECORDED, OMNIPROF_STAT_EVENTS_LOST});
   constexpr uint32_t last = std::max({OMNIPROF_STAT_COUNT_KEYS_ADDED, OMNIPROF_STAT_FRAGMENTS_STORED,
-                                      OMNIPROF_STAT_RECORDED});
+                                      OMNIPROF_STAT_RECORDED, OMNIPROF_STAT_EVENTS_LOST});
   auto values = maps_->read_stats(first, last - first + 1);
-  if (!values) return values.error();
+  if (!values) {
+    request_tick(false);
+    return values.error();
+  }
+  const uint64_t events_lost = (*values)[OMNIPROF_STAT_EVENTS_LOST - first];
+  if (events_lost != events_lost_seen_) {
+    events_lost_seen_ = events_lost;
+    request_tick(false);
+  }
   MapInflow inflow;
   inflow.count_keys_added = (*values)[OMNIPROF_STAT_COUNT_KEYS_ADDED - first];
   inflow.fragments_stored = (*values)[OMNIPROF_STAT_FRAGMENTS_STORED - first];
@@ -435,7 +448,7 @@ Result<MapInflow> Agent::read_inflow() const {
 }
 
 Result<void> Agent::collect_when_due() {
-  auto inflow = read_inflow();
+  auto inflow = read_counters();
   // Counters unreadable: drain, as every second before the schedule.
   DrainReason reason = DrainReason::kCountersWrong;
   if (inflow && drain_schedule_) reason = drain_schedule_->due(*inflow, processes_->exits_awaiting_drain());
@@ -456,7 +469,7 @@ Result<void> Agent::collect_when_due() {
   return drain(inflow);
 }
 
-Result<void> Agent::collect() { return drain(read_inflow()); }
+Result<void> Agent::collect() { return drain(read_counters()); }
 
 Result<void> Agent::drain(const Result<MapInflow>& inflow) {
   executables_->retry_deferred();
@@ -581,6 +594,8 @@ std::vector<StatLine> Agent::stats() const {
   }
   lines.push_back({"host.bpf_map_bytes", map_bytes_});
   lines.push_back({"host.plugin_ticks_on_request", ticks_on_request_.load(std::memory_order_relaxed)});
+  // Ticks for a notice the full events ring lost (or counters unreadable).
+  lines.push_back({"host.plugin_ticks_for_lost_events", ticks_for_lost_events_.load(std::memory_order_relaxed)});
   // Unwind shards in use, of the budget (maps.unwind_memory_mb).
   lines.push_back({"host.unwind_shards", maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS)});
   lines.push_back({"host.unwind_shard_budget", maps_->inner_map_budget(OMNIPROF_MAP_UNWIND_SHARDS)});

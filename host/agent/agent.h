@@ -143,14 +143,21 @@ class Agent {
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;
   // Calls each plugin's tick hook at once when a walk noted something new
-  // for it (OMNIPROF_EVENT_TICK_DUE), and every kTickInterval while
-  // sampling, for a TICK_DUE event the full events ring lost.
+  // for it (OMNIPROF_EVENT_TICK_DUE), and when the main thread's read of
+  // BPF's counters finds that the full events ring lost a notice (which may
+  // have been a TICK_DUE) or cannot read them. It sleeps otherwise: a timer
+  // waking it every second was a sixth of the agent's CPU in issue 19's
+  // scene (two Python, two Ruby processes at 19 Hz).
   std::thread tick_thread_;
-  static constexpr std::chrono::milliseconds kTickInterval{1000};
   std::mutex tick_mutex_;
   std::condition_variable tick_wakeup_;
-  bool tick_due_ = false;                       // under tick_mutex_
-  std::atomic<uint64_t> ticks_on_request_{0};  // ticks a TICK_DUE event started
+  // Why a tick is due (under tick_mutex_): a TICK_DUE event, read_counters().
+  bool tick_due_on_request_ = false;
+  bool tick_due_for_lost_events_ = false;
+  std::atomic<uint64_t> ticks_on_request_{0};       // ticks a TICK_DUE event started
+  std::atomic<uint64_t> ticks_for_lost_events_{0};  // ticks only read_counters() asked for
+  uint64_t events_lost_seen_ = 0;  // OMNIPROF_STAT_EVENTS_LOST at the last read_counters()
+  void request_tick(bool on_request);
   std::atomic<bool> stopping_{false};
   // host.bpf_map_bytes, as last read (stats()), when, and with how many
   // unwind shards then.
@@ -173,8 +180,11 @@ class Agent {
   uint64_t drains_for_filling_maps_ = 0;
   uint64_t drains_for_exits_ = 0;
   uint64_t drains_for_unreadable_counters_ = 0;
-  // BPF's running totals of what it added to the maps, read before a drain.
-  Result<MapInflow> read_inflow() const;
+  // BPF's running totals of what it added to the maps, read before a drain
+  // and at each of collect_when_due's checks; in the same read, whether the
+  // events ring lost a notice since the last: then (or when the counters
+  // cannot be read) the plugins' tick is asked for.
+  Result<MapInflow> read_counters();
   // collect()'s work, given the totals read just before it (the schedule's
   // new starting point; an error keeps the previous one).
   Result<void> drain(const Result<MapInflow>& inflow);

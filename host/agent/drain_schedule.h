@@ -6,7 +6,7 @@
 //
 // BPF counts what it adds (new stack_counts keys, stack_traces fragments,
 // samples recorded: sample_times records); the agent reads those three
-// counters every second (three map lookups) and drains when what the maps
+// counters every second (one batch read) and drains when what the maps
 // took in since the last drain passes a quarter of their room, or would pass
 // half of it within two more seconds at the last second's rate. Below that a
 // second's inflow cannot fill a map before the next check, so no sample is

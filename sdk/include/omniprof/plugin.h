@@ -373,8 +373,9 @@ struct omniprof_plugin {
 
   /* Optional. Called by the host at once (within a millisecond or so) after
    * a walk noted something new in a plugin's seen map (bpf/:
-   * OMNIPROF_SEEN_MAP, omniprof_note_seen), and about every second while it
-   * samples (for a notice the full events ring lost), from one thread, under
+   * OMNIPROF_SEEN_MAP, omniprof_note_seen), and at the host's next look at
+   * BPF's counters (seconds at most) after the full events ring lost such a
+   * notice; never on a timer (an idle machine does not wake it), from one thread, under
    * the instance's lock like every hook: the time to read what
    * symbolize_frame will need from processes that may exit before the round
    * ends (pyperf: the code objects its BPF program saw), while they still
