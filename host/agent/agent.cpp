@@ -263,20 +263,38 @@ Result<void> Agent::start() {
 
   // Plugins read, while processes live, what they will need to name frames
   // at the round's end (plugin.h: tick): at once when a walk noted something
-  // new (a process may live only milliseconds more), and when a TICK_DUE
-  // event may have been lost (read_counters). Requests that come while a
-  // tick runs make one more tick after it.
+  // new (a process may live only milliseconds more), when a TICK_DUE event
+  // may have been lost (read_counters), and every kTickInterval for plugins
+  // that ask for it (ABI 2.3 and older, or without
+  // OMNIPROF_TICK_ON_NOTICE_ONLY). Requests that come while a tick runs
+  // make one more tick after it.
   tick_thread_ = std::thread([this] {
+    std::vector<Plugin*> every_second;
+    for (const auto& plugin : plugins_->plugins()) {
+      if (plugin->state == PluginState::kLoaded && PluginHost::ticks_every_second(*plugin)) {
+        every_second.push_back(plugin.get());
+      }
+    }
+    auto requested = [this] { return stopping_.load() || tick_due_on_request_ || tick_due_for_lost_events_; };
     std::unique_lock<std::mutex> lock(tick_mutex_);
     for (;;) {
-      tick_wakeup_.wait(lock,
-                        [this] { return stopping_.load() || tick_due_on_request_ || tick_due_for_lost_events_; });
+      const bool woken = every_second.empty() ? (tick_wakeup_.wait(lock, requested), true)
+                                              : tick_wakeup_.wait_for(lock, kTickInterval, requested);
       if (stopping_.load()) return;
-      (tick_due_on_request_ ? ticks_on_request_ : ticks_for_lost_events_).fetch_add(1, std::memory_order_relaxed);
+      std::atomic<uint64_t>& count = !woken                ? ticks_every_second_
+                                     : tick_due_on_request_ ? ticks_on_request_
+                                                            : ticks_for_lost_events_;
+      count.fetch_add(1, std::memory_order_relaxed);
       tick_due_on_request_ = tick_due_for_lost_events_ = false;
       lock.unlock();
-      for (const auto& plugin : plugins_->plugins()) {
-        if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
+      if (woken) {
+        for (const auto& plugin : plugins_->plugins()) {
+          if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
+        }
+      } else {
+        for (Plugin* plugin : every_second) {
+          if (plugin->state == PluginState::kLoaded) PluginHost::tick(*plugin);
+        }
       }
       lock.lock();
     }
@@ -594,8 +612,10 @@ std::vector<StatLine> Agent::stats() const {
   }
   lines.push_back({"host.bpf_map_bytes", map_bytes_});
   lines.push_back({"host.plugin_ticks_on_request", ticks_on_request_.load(std::memory_order_relaxed)});
-  // Ticks for a notice the full events ring lost (or counters unreadable).
+  // Ticks for a notice the full events ring lost (or counters unreadable),
+  // and the periodic ones of plugins that ask for them (plugin.h: tick_flags).
   lines.push_back({"host.plugin_ticks_for_lost_events", ticks_for_lost_events_.load(std::memory_order_relaxed)});
+  lines.push_back({"host.plugin_ticks_every_second", ticks_every_second_.load(std::memory_order_relaxed)});
   // Unwind shards in use, of the budget (maps.unwind_memory_mb).
   lines.push_back({"host.unwind_shards", maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS)});
   lines.push_back({"host.unwind_shard_budget", maps_->inner_map_budget(OMNIPROF_MAP_UNWIND_SHARDS)});

@@ -145,10 +145,13 @@ class Agent {
   // Calls each plugin's tick hook at once when a walk noted something new
   // for it (OMNIPROF_EVENT_TICK_DUE), and when the main thread's read of
   // BPF's counters finds that the full events ring lost a notice (which may
-  // have been a TICK_DUE) or cannot read them. It sleeps otherwise: a timer
-  // waking it every second was a sixth of the agent's CPU in issue 19's
-  // scene (two Python, two Ruby processes at 19 Hz).
+  // have been a TICK_DUE) or cannot read them; every kTickInterval as well
+  // the plugins that did not ask for ticks on notice only (plugin.h:
+  // tick_flags). With none such loaded it has no timer: waking every second
+  // was a sixth of the agent's CPU in issue 19's scene (two Python, two Ruby
+  // processes at 19 Hz).
   std::thread tick_thread_;
+  static constexpr std::chrono::milliseconds kTickInterval{1000};
   std::mutex tick_mutex_;
   std::condition_variable tick_wakeup_;
   // Why a tick is due (under tick_mutex_): a TICK_DUE event, read_counters().
@@ -156,6 +159,7 @@ class Agent {
   bool tick_due_for_lost_events_ = false;
   std::atomic<uint64_t> ticks_on_request_{0};       // ticks a TICK_DUE event started
   std::atomic<uint64_t> ticks_for_lost_events_{0};  // ticks only read_counters() asked for
+  std::atomic<uint64_t> ticks_every_second_{0};      // ticks of kTickInterval alone
   uint64_t events_lost_seen_ = 0;  // OMNIPROF_STAT_EVENTS_LOST at the last read_counters()
   void request_tick(bool on_request);
   std::atomic<bool> stopping_{false};

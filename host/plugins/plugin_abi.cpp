@@ -16,7 +16,8 @@ constexpr size_t kPluginStructSizeByMinor[] = {
     offsetof(omniprof_plugin, frame_type),  // 2.0: through num_label_values
     offsetof(omniprof_plugin, frame_type),  // 2.1: no field added (OMNIPROF_FRAME_REPLACES_MARK honoured, claims in slot order)
     offsetof(omniprof_plugin, describe_file),  // 2.2: frame_type, function_bounds
-    sizeof(omniprof_plugin),                   // 2.3: describe_file
+    offsetof(omniprof_plugin, tick_flags),     // 2.3: describe_file
+    sizeof(omniprof_plugin),                   // 2.4: tick_flags
 };
 static_assert(std::size(kPluginStructSizeByMinor) == OMNIPROF_PLUGIN_ABI_MINOR + 1,
               "a plugin ABI minor without its struct size (kPluginStructSizeByMinor)");

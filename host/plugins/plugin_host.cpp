@@ -507,6 +507,10 @@ void PluginHost::tick(Plugin& plugin) {
   if (plugin.instance && plugin.hooks.tick) plugin.hooks.tick(plugin.instance);
 }
 
+bool PluginHost::ticks_every_second(const Plugin& plugin) {
+  return plugin.hooks.tick && !(plugin.hooks.tick_flags & OMNIPROF_TICK_ON_NOTICE_ONLY);
+}
+
 std::optional<std::pair<std::string, std::string>> PluginHost::label(const Plugin& plugin, uint8_t value) {
   // Set at load and never changed: no lock needed.
   if (value == 0 || value >= plugin.hooks.num_label_values || !plugin.hooks.label_values[value]) return std::nullopt;

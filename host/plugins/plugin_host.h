@@ -141,6 +141,10 @@ class PluginHost {
   // The frame's name, or an error (no hook, the plugin failed, no function).
   static Result<PluginSymbol> symbolize_frame(Plugin& plugin, int32_t pid, const omniprof_frame& frame);
   static void tick(Plugin& plugin);
+  // Whether the plugin is to be ticked about every second as well as on
+  // notice: it has a tick hook and did not set OMNIPROF_TICK_ON_NOTICE_ONLY
+  // (a plugin of ABI 2.3 or older never does).
+  static bool ticks_every_second(const Plugin& plugin);
   // label_key and the name of label `value`, or nothing (0, out of range).
   static std::optional<std::pair<std::string, std::string>> label(const Plugin& plugin, uint8_t value);
   static omniprof_status load_executable(Plugin& plugin, uint64_t file_id, const std::string& path,

@@ -40,7 +40,7 @@ struct pyperf_code_key {
   omniprof_u32 reserved;
   omniprof_u64 code;
 };
-#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained by tick: at once when new */
+#define PYPERF_CODE_SEEN_ENTRIES 4096 /* drained by tick: at once when new (OMNIPROF_TICK_ON_NOTICE_ONLY) */
 
 /* A Python frame's code value (its omniprof_frame address and the seen
  * map's key): the code object's address in the low 48 bits (user space

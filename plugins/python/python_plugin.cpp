@@ -351,6 +351,8 @@ void PythonPlugin::tick() {
 omniprof_plugin make_entry() {
   omniprof_plugin entry = omniprof::sdk::make_interpreter_plugin_entry<PythonPlugin>(
       "0.1.0", OMNIPROF_MODULE_PYPERF, python_bpf__elf_bytes, kPrograms, kStatNames);
+  // tick reads only the code objects the walks noted: no call every second.
+  entry.tick_flags = OMNIPROF_TICK_ON_NOTICE_ONLY;
   entry.label_key = "python_gil";
   entry.label_values = kLabelValues;
   entry.num_label_values = sizeof(kLabelValues) / sizeof(kLabelValues[0]);

@@ -47,6 +47,6 @@ struct rbperf_frame_key {
   omniprof_u32 reserved;
   omniprof_u64 address;
 };
-#define RBPERF_FRAMES_SEEN_ENTRIES 4096 /* drained by tick: at once when new */
+#define RBPERF_FRAMES_SEEN_ENTRIES 4096 /* drained by tick: at once when new (OMNIPROF_TICK_ON_NOTICE_ONLY) */
 
 #endif /* OMNIPROF_RBPERF_H */

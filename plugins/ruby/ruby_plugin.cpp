@@ -331,8 +331,15 @@ void RubyPlugin::tick() {
   }
 }
 
-const omniprof_plugin kEntry = omniprof::sdk::make_interpreter_plugin_entry<RubyPlugin>(
-    "0.1.0", OMNIPROF_MODULE_RBPERF, ruby_bpf__elf_bytes, kPrograms, kStatNames);
+omniprof_plugin make_entry() {
+  omniprof_plugin entry = omniprof::sdk::make_interpreter_plugin_entry<RubyPlugin>(
+      "0.1.0", OMNIPROF_MODULE_RBPERF, ruby_bpf__elf_bytes, kPrograms, kStatNames);
+  // tick reads only the frames the walks noted: no call every second.
+  entry.tick_flags = OMNIPROF_TICK_ON_NOTICE_ONLY;
+  return entry;
+}
+
+const omniprof_plugin kEntry = make_entry();
 
 }  // namespace
 

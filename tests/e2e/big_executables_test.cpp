@@ -33,13 +33,6 @@ std::string python() {
   return "";
 }
 
-// A counter of `omniprof record`'s output, -1 when not printed (zero).
-long long counter(const std::string& output, const std::string& name) {
-  std::smatch m;
-  std::regex line("\\n\\s*" + std::regex_replace(name, std::regex("\\."), "\\.") + "\\s+(\\d+)");
-  return std::regex_search(output, m, line) ? std::stoll(m[1]) : -1;
-}
-
 // llvm_calls.py has loaded both libraries (ctypes.CDLL, in this order).
 ::testing::AssertionResult wait_for_libraries(pid_t pid) {
   for (const char* library : {kLlvm, kClang}) {

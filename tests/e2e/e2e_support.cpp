@@ -522,6 +522,12 @@ double stat_cpu_seconds(const std::string& path) {
 
 double cpu_seconds(pid_t pid) { return stat_cpu_seconds("/proc/" + std::to_string(pid) + "/stat"); }
 
+long long counter(const std::string& output, const std::string& name) {
+  std::smatch m;
+  std::regex line("\\n\\s*" + std::regex_replace(name, std::regex("\\."), "\\.") + "\\s+(\\d+)");
+  return std::regex_search(output, m, line) ? std::stoll(m[1]) : -1;
+}
+
 std::map<pid_t, double> thread_cpu_seconds(pid_t pid) {
   std::map<pid_t, double> threads;
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";

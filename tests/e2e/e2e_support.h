@@ -176,4 +176,8 @@ double cpu_seconds(pid_t pid);
 // (/proc/PID/task/TID/stat); empty once PID has ended.
 std::map<pid_t, double> thread_cpu_seconds(pid_t pid);
 
+// A counter of `omniprof record`'s output ("  NAME   VALUE"), -1 when not
+// printed (zero).
+long long counter(const std::string& output, const std::string& name);
+
 }  // namespace omniprof::e2e

@@ -496,6 +496,10 @@ TEST_P(ShortLivedPythonTest, HundredRunsOfA30msScriptShowTheirPythonFramesInNine
   }
   ASSERT_GE(runs.total, int64_t(expected / 3))
       << "too few samples of the runs to judge (about " << int(expected) << " expected)\n" << r.output;
+  // pyperf asks for ticks on notice only (plugin ABI 2.4, tick_flags): the
+  // runs' code objects were read on the walks' notices, none every second.
+  EXPECT_GT(counter(r.output, "host.plugin_ticks_on_request"), 0) << r.output;
+  EXPECT_LE(counter(r.output, "host.plugin_ticks_every_second"), 0) << r.output;
   EXPECT_GE(runs.whole * 100, runs.total * 90)
       << runs.whole << " of " << runs.total << " samples of the 30 ms runs show the script's Python frames ("
       << joined(kPythonShortChain) << ", each named); one that does not: " << runs.counterexample << "\n"

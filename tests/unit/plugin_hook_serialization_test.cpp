@@ -211,7 +211,7 @@ TEST(PluginFileDescriptionsTest, EvictionReachesOnlyPluginsThatLoadTheLastRefere
 }
 
 // A plugin built for 2.2 (its entry ends before describe_file) still loads
-// in this 2.3 host, is never asked to describe a file, and is offered
+// in this host (2.3 and later), is never asked to describe a file, and is offered
 // processes as before, with no descriptions.
 TEST(PluginFileDescriptionsTest, PluginOfThePreviousMinorLoadsAndIsNeverAskedToDescribe) {
   PluginHost host(nullptr, nullptr);
@@ -226,6 +226,29 @@ TEST(PluginFileDescriptionsTest, PluginOfThePreviousMinorLoadsAndIsNeverAskedToD
   EXPECT_EQ(state_value(state, "processes"), "2");
   EXPECT_EQ(state_value(state, "described"), "0");
   EXPECT_EQ(state_value(state, "description_mismatches"), "0");
+}
+
+// Plugin ABI 2.4: a plugin asking for ticks on notice only is not ticked
+// every second as well; one of an older minor cannot ask (its entry ends
+// before tick_flags, whatever bytes follow it), and is.
+TEST(PluginTickFlagsTest, OnlyPluginsOfThisMinorAskingForItAreTickedOnNoticeOnly) {
+  PluginHost current(nullptr, nullptr);
+  Plugin* on_notice = fixture_instance(current, "shared_state_plugin.so");
+  ASSERT_NE(on_notice, nullptr);
+  EXPECT_NE(on_notice->hooks.tick, nullptr);
+  EXPECT_EQ(on_notice->hooks.tick_flags, OMNIPROF_TICK_ON_NOTICE_ONLY);
+  EXPECT_FALSE(PluginHost::ticks_every_second(*on_notice));
+
+  PluginHost older(nullptr, nullptr);
+  Plugin* of_2_2 = fixture_instance(older, "abi_2_2_plugin.so");
+  ASSERT_NE(of_2_2, nullptr);
+  EXPECT_EQ(of_2_2->entry->tick_flags, OMNIPROF_TICK_ON_NOTICE_ONLY);  // set past its struct_size
+  EXPECT_EQ(of_2_2->hooks.tick_flags, 0u);
+  EXPECT_TRUE(PluginHost::ticks_every_second(*of_2_2));
+
+  // Without a tick hook there is nothing to call, every second or not.
+  Plugin without_tick;
+  EXPECT_FALSE(PluginHost::ticks_every_second(without_tick));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-/* omniprof plugin boundary, version 2.3.
+/* omniprof plugin boundary, version 2.4.
  *
  * A plugin is a shared object that exports exactly one symbol,
  * OMNIPROF_PLUGIN_ENTRY_SYMBOL, a function returning a pointer to a static
@@ -37,6 +37,11 @@
  * its interpreter loop is) is read once, and a dlopen needs no new reading
  * of the files already described. Hook and field appended; a 2.2 plugin
  * loads unchanged (never asked to describe a file).
+ * 2.4 (from 2.3): a tick on notice only. A plugin whose tick only reads what
+ * its walks noted (tick_flags: OMNIPROF_TICK_ON_NOTICE_ONLY) is not ticked
+ * every second as well; with no plugin wanting that, the host's tick thread
+ * sleeps until a notice. Field appended; a 2.3 plugin loads unchanged and is
+ * ticked every second as before.
  *
  * File name and runtime: a plugin file is named `<runtime>.so`, its
  * `runtime` field followed by ".so" (native.so, python.so, a third party's
@@ -91,7 +96,7 @@ extern "C" {
 #endif
 
 #define OMNIPROF_PLUGIN_ABI_MAJOR 2
-#define OMNIPROF_PLUGIN_ABI_MINOR 3
+#define OMNIPROF_PLUGIN_ABI_MINOR 4
 #define OMNIPROF_PLUGIN_ENTRY_SYMBOL "omniprof_plugin_entry"
 
 #if defined(__GNUC__)
@@ -373,9 +378,10 @@ struct omniprof_plugin {
 
   /* Optional. Called by the host at once (within a millisecond or so) after
    * a walk noted something new in a plugin's seen map (bpf/:
-   * OMNIPROF_SEEN_MAP, omniprof_note_seen), and at the host's next look at
-   * BPF's counters (seconds at most) after the full events ring lost such a
-   * notice; never on a timer (an idle machine does not wake it), from one thread, under
+   * OMNIPROF_SEEN_MAP, omniprof_note_seen), and about every second while it
+   * samples (for a notice the full events ring lost; with
+   * OMNIPROF_TICK_ON_NOTICE_ONLY in tick_flags, instead, at the host's next
+   * look at BPF's counters after the ring lost one), from one thread, under
    * the instance's lock like every hook: the time to read what
    * symbolize_frame will need from processes that may exit before the round
    * ends (pyperf: the code objects its BPF program saw), while they still
@@ -436,7 +442,21 @@ struct omniprof_plugin {
    * set) is logged by the host and the file taken as described with NULL. */
   omniprof_status (*describe_file)(void *instance, uint64_t file_id, const char *path, const char *name,
                                    const void **description, char *error);
+
+  /* Fields of 2.4 (absent, read as 0, for a plugin of an older minor). */
+
+  /* How the host calls tick: OMNIPROF_TICK_* bits; 0 is 2.3's way. */
+  uint32_t tick_flags;
 };
+
+/* tick_flags. ON_NOTICE_ONLY: tick only after a walk noted something new (at
+ * once), or after the full events ring may have lost such a notice (at the
+ * host's next look at BPF's counters, every second or so), never on a timer
+ * alone. For a plugin whose tick only reads what its walks noted (pyperf,
+ * rbperf: take_fresh): the periodic call finds nothing to do, and waking for
+ * it every second was a sixth of the agent's CPU on a machine of busy
+ * interpreters at 19 Hz. */
+#define OMNIPROF_TICK_ON_NOTICE_ONLY (1u << 0)
 
 typedef const struct omniprof_plugin *(*omniprof_plugin_entry_fn)(void);
 
