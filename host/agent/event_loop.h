@@ -9,8 +9,12 @@
 // It sleeps until something comes: a record, a posted request or stop (both
 // write wake_fd(), which the poll watches), or the time its owner says work
 // is due without a record (the process tracker's held views); at the latest
-// after kMaxPollTimeoutMs. An idle machine wakes it about once a second, not
-// ten times.
+// after kMaxPollTimeoutMs. Each source wakes it by itself (the events ring;
+// the mapping records at once; an exec's name record, which wakes nobody,
+// always has the exec's mapping records after it), so that limit only bounds
+// a wake-up lost to a kernel bug: an idle machine wakes it every ten seconds,
+// not every second (each wake-up costs a context switch, about a tenth of a
+// millisecond on a VM).
 #pragma once
 
 #include <atomic>
@@ -63,7 +67,7 @@ class EventLoop {
   uint64_t event_errors() const { return event_errors_.load(); }
   uint64_t poll_errors() const { return poll_errors_.load(); }
 
-  static constexpr int kMaxPollTimeoutMs = 1000;
+  static constexpr int kMaxPollTimeoutMs = 10000;
   static constexpr int kNoWakeFdTimeoutMs = 100;
   static constexpr std::chrono::milliseconds kFirstBackoff{10};
   static constexpr std::chrono::milliseconds kMaxBackoff{1000};
