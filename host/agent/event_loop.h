@@ -13,8 +13,8 @@
 // the mapping records at once; an exec's name record, which wakes nobody,
 // always has the exec's mapping records after it), so that limit only bounds
 // a wake-up lost to a kernel bug: an idle machine wakes it every ten seconds,
-// not every second (each wake-up costs a context switch, about a tenth of a
-// millisecond on a VM).
+// not every second (each wake-up cost it 0.14 ms of CPU in issue 19's scene
+// on this project's VM: 127 -> 21 wake-ups, 18.8 -> 3.8 ms per 120 s).
 #pragma once
 
 #include <atomic>

@@ -177,7 +177,8 @@ double cpu_seconds(pid_t pid);
 std::map<pid_t, double> thread_cpu_seconds(pid_t pid);
 
 // A counter of `omniprof record`'s output ("  NAME   VALUE"), -1 when not
-// printed (zero).
+// printed (most counters are printed only when not zero; a few, such as
+// host.plugin_ticks_*, always are).
 long long counter(const std::string& output, const std::string& name);
 
 }  // namespace omniprof::e2e
