@@ -58,11 +58,27 @@ std::vector<FrameLocation> ruby_frames(const Sample& sample) {
 
 bool on_main_thread(const Sample& s) { return s.label("tid") == s.label("pid"); }
 
+// The `n` stacks of `samples` counted most, most first: what a failure
+// shows when too few samples were judged.
+std::string most_counted_stacks(const std::vector<Sample>& samples, size_t n) {
+  std::vector<const Sample*> sorted;
+  for (const Sample& s : samples) sorted.push_back(&s);
+  std::sort(sorted.begin(), sorted.end(), [](const Sample* a, const Sample* b) { return a->count > b->count; });
+  std::string out = std::to_string(samples.size()) + " stacks of the process";
+  for (size_t i = 0; i < std::min(n, sorted.size()); ++i) {
+    out += "\n  " + std::to_string(sorted[i]->count) + " x " + sorted[i]->text();
+  }
+  return out;
+}
+
 // At least `at_least` samples judged, `percent` of them whole; `what` says
-// what whole means, `output` is the recording's log for a failure.
+// what whole means, `output` is the recording's log and `of_process` the
+// samples judged from, shown on a failure.
 void expect_mostly_whole(const Judged& judged, int64_t at_least, int64_t percent, const std::string& what,
-                         const std::string& output) {
-  ASSERT_GE(judged.total, at_least) << "too few samples to judge (" << what << ")\n" << output;
+                         const std::string& output, const std::vector<Sample>& of_process) {
+  ASSERT_GE(judged.total, at_least) << "too few samples to judge (" << what << ")\n"
+                                    << most_counted_stacks(of_process, 5) << "\n"
+                                    << output;
   EXPECT_GE(judged.whole * 100, judged.total * percent)
       << judged.whole << " of " << judged.total << " samples: " << what << "; one that is not: " << judged.counterexample;
 }
@@ -111,6 +127,14 @@ constexpr const char* kWorkloadSeconds = "600";
 constexpr std::chrono::seconds kWorkloadsReadyLimit{240};
 constexpr const char* kRecordSeconds = "8";
 
+// ruby_recursion.rb DEPTH run by RUNNER (the interpreter and what starts it)
+// for kWorkloadSeconds, writing READY once its first recursion returned: a
+// test waits for it, as the interpreter takes seconds to boot on an emulated
+// guest (a recording of its boot judged no sample in 5.10's on 2026-12-07).
+std::vector<std::string> recursion_command(std::vector<std::string> runner, int depth, const std::string& ready) {
+  runner.insert(runner.end(), {script("ruby_recursion.rb"), std::to_string(depth), kWorkloadSeconds, "200000", ready});
+  return runner;
+}
 
 Recording make_recording(const Interpreter& ruby) {
   Recording r;
@@ -124,7 +148,8 @@ Recording make_recording(const Interpreter& ruby) {
   BackgroundProcess shares({"nice", "-n", "-10", ruby.path, script("ruby_shares.rb"), kWorkloadSeconds, shares_out,
                             shares_ready});
   BackgroundProcess mixed({ruby.path, script("ruby_mixed.rb"), kWorkloadSeconds});
-  BackgroundProcess recursion({ruby.path, script("ruby_recursion.rb"), std::to_string(kRecursionDepth), kWorkloadSeconds});
+  const std::string recursion_ready = dir + "/recursion-ready.txt";
+  BackgroundProcess recursion(recursion_command({ruby.path}, kRecursionDepth, recursion_ready));
   BackgroundProcess threads({ruby.path, script("ruby_threads.rb"), kWorkloadSeconds, threads_out});
   BackgroundProcess required({ruby.path, script("ruby_required.rb"), kWorkloadSeconds});
   BackgroundProcess native({workload("chain"), kWorkloadSeconds});
@@ -132,6 +157,10 @@ Recording make_recording(const Interpreter& ruby) {
   r.shares = shares.pid(), r.mixed = mixed.pid(), r.recursion = recursion.pid();
   r.threads = threads.pid(), r.required = required.pid(), r.native = native.pid();
   r.folding = folding.pid();
+  if (!wait_for_file(recursion_ready, kWorkloadsReadyLimit)) {
+    r.failure = "ruby_recursion.rb wrote no " + recursion_ready + " (its first recursion did not return)";
+    return r;
+  }
   if (!wait_for_file(threads_out, kWorkloadsReadyLimit)) {
     r.failure = "ruby_threads.rb wrote no " + threads_out;
     return r;
@@ -289,7 +318,7 @@ void expect_block_above_c_function(const Recording& r, const std::string& work, 
   expect_mostly_whole(judged, 30, 90,
                       "Mixed#" + work + " above block in Mixed#" + caller + ", native frames, " + c_function + ", Mixed#" +
                           caller + ", <main>",
-                      r.record_output);
+                      r.record_output, r.of_pid(r.mixed));
 }
 
 TEST_P(RubyProfileTest, BlockOfIntegerTimesRunsAboveTheCFrameOfTimesAboveItsCaller) {
@@ -306,7 +335,7 @@ TEST_P(RubyProfileTest, HundredDeepRecursionHasEveryFrameInOrder) {
   OMNIPROF_RUBY_RECORDING(r);
   expect_mostly_whole(judge_recursion(r.of_pid(r.recursion), kRecursionDepth), 50, 95,
                       "Recursion#bottom, " + std::to_string(kRecursionDepth + 1) + " Recursion#down, <main>, _start",
-                      r.record_output);
+                      r.record_output, r.of_pid(r.recursion));
 }
 
 TEST_P(RubyProfileTest, EachThreadHasItsOwnTidAndStack) {
@@ -375,7 +404,7 @@ TEST_P(RubyProfileTest, TopLevelOfARequiredFileIsTopRequiredUnderRequireRelative
       });
   expect_mostly_whole(judged, 50, 95,
                       "<top (required)> at " + top + ":4-11 <- Kernel#require_relative <- <main> at " + main + ":7",
-                      r.record_output);
+                      r.record_output, r.of_pid(r.required));
 }
 
 TEST_P(RubyProfileTest, PlainCProgramBesideThemIsNotClaimed) {
@@ -409,8 +438,9 @@ TEST(RubyEmbeddedTest, ProgramEmbeddingLibrubyHasItsRubyFramesAboveTheCFramesTha
   RecordedProfile recorded = record_pids({embedded.pid()}, "4");
   ASSERT_EQ(recorded.status, 0) << recorded.output;
   ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
+  const std::vector<Sample> of_embedded = samples_of_pid(recorded.samples, embedded.pid());
   Judged judged = judge(
-      samples_of_pid(recorded.samples, embedded.pid()),
+      of_embedded,
       [](const Sample& s) {
         auto rb = ruby_frames(s);
         return !rb.empty() && rb[0].function == "Embedded#spin";
@@ -420,7 +450,8 @@ TEST(RubyEmbeddedTest, ProgramEmbeddingLibrubyHasItsRubyFramesAboveTheCFramesTha
         return function_names(ruby_frames(s)) == std::vector<std::string>{"Embedded#spin", "Embedded#run"} &&
                main < s.frames.size();
       });
-  expect_mostly_whole(judged, 50, 95, "Embedded#spin <- Embedded#run above run_embedded_ruby <- main", recorded.output);
+  expect_mostly_whole(judged, 50, 95, "Embedded#spin <- Embedded#run above run_embedded_ruby <- main", recorded.output,
+                      of_embedded);
 }
 
 
@@ -506,10 +537,14 @@ TEST(RubyPluginLimitsTest, UnsupportedOrStrippedRubyIsOneLogLineAndItsNativeFram
   ASSERT_FALSE(unknown.empty() || stripped.empty()) << "cannot patch a copy of libruby-3.1";
   // --disable-gems: rubygems refuses a libruby whose version is not its own.
   auto run = [&](const std::string& lib_dir) {
-    return std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        "env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems", script("ruby_recursion.rb"), "10", kWorkloadSeconds});
+    return std::make_unique<BackgroundProcess>(
+        recursion_command({"env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems"}, 10, lib_dir + "/ready.txt"));
   };
   auto unknown_ruby = run(unknown), stripped_ruby = run(stripped);
+  for (const std::string& lib_dir : {unknown, stripped}) {
+    ASSERT_TRUE(wait_for_file(lib_dir + "/ready.txt", kWorkloadsReadyLimit)) << "ruby_recursion.rb under " << lib_dir
+                                                                               << " wrote no ready.txt";
+  }
   RecordedProfile recorded = record_pids({unknown_ruby->pid(), stripped_ruby->pid()}, "4");
   ASSERT_EQ(recorded.status, 0) << recorded.output;
   ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
@@ -609,15 +644,18 @@ TEST(RubyPluginLimitsTest, StrippedRubyWithItsDebugFileIsWalked) {
     std::memcpy(bytes.data() + at + 8, &exec_size, 8);
     std::ofstream(debug_path, std::ios::binary | std::ios::trunc) << bytes;
   }
-  BackgroundProcess recursion({"env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems", script("ruby_recursion.rb"),
-                               "10", kWorkloadSeconds});
+  const std::string ready = dir + "/recursion-ready.txt";
+  BackgroundProcess recursion(
+      recursion_command({"env", "LD_LIBRARY_PATH=" + lib_dir, ruby, "--disable-gems"}, 10, ready));
+  ASSERT_TRUE(wait_for_file(ready, kWorkloadsReadyLimit)) << "ruby_recursion.rb wrote no " << ready;
   RecordedProfile recorded = record_pids({recursion.pid()}, "4");
   ASSERT_EQ(recorded.status, 0) << recorded.output;
   ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
   EXPECT_EQ(recorded.output.find("ruby: pid " + std::to_string(recursion.pid()) + " "), std::string::npos)
       << "the plugin refused the process:\n" << recorded.output;
-  expect_mostly_whole(judge_recursion(samples_of_pid(recorded.samples, recursion.pid()), 10), 20, 90,
-                      "Recursion#bottom, 11 Recursion#down, <main>, _start", recorded.output);
+  const std::vector<Sample> of_recursion = samples_of_pid(recorded.samples, recursion.pid());
+  expect_mostly_whole(judge_recursion(of_recursion, 10), 20, 90, "Recursion#bottom, 11 Recursion#down, <main>, _start",
+                      recorded.output, of_recursion);
 }
 
 // Kernels before 5.17 (no bpf_loop) run ruby_unwind: 16 control frames per
@@ -630,14 +668,17 @@ TEST(RubyPluginLimitsTest, WithoutBpfLoopA30DeepRubyStackIsWhole) {
   const std::string ruby = kDebianRuby;
   if (std::string missing = missing_debian_ruby(); !missing.empty()) GTEST_SKIP() << missing;
   constexpr int kDepth = 30;
-  BackgroundProcess recursion({ruby, script("ruby_recursion.rb"), std::to_string(kDepth), kWorkloadSeconds});
+  const std::string ready = temp_dir("ruby-noloop") + "/recursion-ready.txt";
+  BackgroundProcess recursion(recursion_command({ruby}, kDepth, ready));
+  ASSERT_TRUE(wait_for_file(ready, kWorkloadsReadyLimit)) << "ruby_recursion.rb wrote no " << ready;
   RecordedProfile recorded = record_pids({recursion.pid()}, "4", {"OMNIPROF_HIDE_BPF_FEATURES=bpf_loop"});
   ASSERT_EQ(recorded.status, 0) << recorded.output;
   ASSERT_NE(recorded.output.find("program ruby_unwind)"), std::string::npos) << recorded.output;
   ASSERT_FALSE(recorded.samples.empty()) << recorded.error;
-  expect_mostly_whole(judge_recursion(samples_of_pid(recorded.samples, recursion.pid()), kDepth), 50, 95,
+  const std::vector<Sample> of_recursion = samples_of_pid(recorded.samples, recursion.pid());
+  expect_mostly_whole(judge_recursion(of_recursion, kDepth), 50, 95,
                       "Recursion#bottom, " + std::to_string(kDepth + 1) + " Recursion#down, <main>, _start",
-                      recorded.output);
+                      recorded.output, of_recursion);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, RubyProfileTest, ::testing::ValuesIn(interpreters()),
