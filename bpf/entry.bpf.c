@@ -34,6 +34,41 @@ struct {
   __type(value, __u8);
 } pid_filter SEC(".maps");
 
+/* What BPF added to the maps a drain empties, and when the host wants to
+ * look (struct omniprof_drain_thresholds, abi.h). One entry each, shared by
+ * every CPU: an addition is a new key or fragment (a sample time only when
+ * they are recorded), rare next to samples, so the atomic add costs little. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct omniprof_inflow_totals);
+} inflow_totals SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct omniprof_drain_thresholds);
+} drain_thresholds SEC(".maps");
+
+/* Adds `n` to the total of `kind` and, past the host's threshold, asks it to
+ * look (once: it arms the threshold again after its look). Two CPUs passing
+ * it at once may both send; the host takes the second as one more look. The
+ * add's result is not used: 5.10 has no fetching atomics. Not sent (ring
+ * full, counted as EVENTS_LOST, which makes the host look too): armed stays
+ * set, and the next addition tries again. */
+static __always_inline void note_inflow(__u32 kind, __u64 n) {
+  __u32 zero = 0;
+  struct omniprof_inflow_totals *totals = bpf_map_lookup_elem(&inflow_totals, &zero);
+  struct omniprof_drain_thresholds *thresholds = bpf_map_lookup_elem(&drain_thresholds, &zero);
+  if (!totals || !thresholds) return;
+  kind &= OMNIPROF_INFLOW_KINDS - 1;
+  __sync_fetch_and_add(&totals->added[kind], n);
+  if (!thresholds->armed || totals->added[kind] < thresholds->at[kind]) return;
+  if (omniprof_send_event(OMNIPROF_EVENT_DRAIN_DUE, 0) == 0) thresholds->armed = 0;
+}
+
 /* murmur3's 64-bit finalizer: spreads every input bit over the hash. */
 static __always_inline __u64 mix64(__u64 h) {
   h ^= h >> 33;
@@ -78,10 +113,12 @@ static __always_inline __u64 store_stack(struct omniprof_frame *frames, __u32 le
       omniprof_count(OMNIPROF_STAT_STACK_TRACES_FULL);
       /* Those written before stay until the host sweeps them. */
       omniprof_count_n(OMNIPROF_STAT_FRAGMENTS_STORED, fragments - 1 - i);
+      note_inflow(OMNIPROF_INFLOW_FRAGMENTS, fragments - 1 - i);
       return OMNIPROF_STACK_ID_LOST;
     }
   }
   omniprof_count_n(OMNIPROF_STAT_FRAGMENTS_STORED, fragments);
+  note_inflow(OMNIPROF_INFLOW_FRAGMENTS, fragments);
   return hash;
 }
 
@@ -187,6 +224,7 @@ int omniprof_entry(struct bpf_perf_event_data *ctx) {
  * host matches times to counts by key (agent/round_samples.h). */
 static __always_inline void record_time(const struct omniprof_unwind_state *state) {
   if (!record_sample_times) return;
+  note_inflow(OMNIPROF_INFLOW_SAMPLE_TIMES, 1);
   struct omniprof_sample_time *record = bpf_ringbuf_reserve(&sample_times, sizeof(*record), 0);
   if (!record) {
     omniprof_count(OMNIPROF_STAT_SAMPLE_TIMES_LOST);
@@ -222,6 +260,7 @@ int omniprof_stop(struct bpf_perf_event_data *ctx) {
     if (bpf_map_update_elem(&stack_counts, &state->key, &one, BPF_NOEXIST) == 0) {
       omniprof_count(OMNIPROF_STAT_COUNT_KEYS_ADDED);
       omniprof_count(OMNIPROF_STAT_RECORDED);
+      note_inflow(OMNIPROF_INFLOW_COUNT_KEYS, 1);
       record_time(state);
       return 0;
     }

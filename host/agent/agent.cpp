@@ -2,7 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <limits>
 #include <unordered_set>
 
 #include "common/clock.h"
@@ -196,9 +199,26 @@ Result<void> Agent::start() {
     log().warn("cannot attach omniprof_fork: {}; a fork's child is walked whole once the host has read its record",
                strerror(errno));
   }
+  collect_notice_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!collect_notice_fd_.valid()) {
+    log().warn("cannot make the main thread's eventfd ({}): it looks at the maps every {} ms", strerror(errno),
+               kLookIntervalWithoutNotices.count());
+  }
+  arm_drain_notice();
+  // A deferred table's retry is a time the main thread waits for too.
+  executables_->set_retry_scheduled([this] { notify_collect(); });
   event_loop_ = std::make_unique<EventLoop>([this](const omniprof_event& event) {
-    if (event.type != OMNIPROF_EVENT_TICK_DUE) return processes_->handle_event(event);
-    request_tick(true);
+    switch (event.type) {
+      case OMNIPROF_EVENT_TICK_DUE:
+        request_tick(true);
+        return;
+      case OMNIPROF_EVENT_DRAIN_DUE:
+        drain_notices_.fetch_add(1, std::memory_order_relaxed);
+        notify_collect();
+        return;
+      default:
+        processes_->handle_event(event);
+    }
   });
   events_ = ring_buffer__new(
       maps_->events_fd(),
@@ -253,6 +273,18 @@ Result<void> Agent::start() {
             processes_->reread_execs_due();
           }
           int events = ring_buffer__consume(events_);
+          // A look at the maps is due: the ring may have been full
+          // (read_counters finds a lost TICK_DUE), or exited processes pile
+          // up (their memory goes at a drain; one a round sampled stays
+          // until the round's end, so at most one such look a second, as
+          // when the main thread looked every second).
+          if (events >= kEventsRingMayHaveFilled) notify_collect();
+          if (const auto now = std::chrono::steady_clock::now();
+              now - exits_noticed_at_ >= kExitsNoticeInterval &&
+              processes_->exits_awaiting_drain() >= DrainSchedule::kExitsWaiting) {
+            exits_noticed_at_ = now;
+            notify_collect();
+          }
           return events < 0 ? events : handled + events;
         },
         stopping_,
@@ -442,30 +474,60 @@ void Agent::request_tick(bool on_request) {
 }
 
 Result<MapInflow> Agent::read_counters() {
-  // The counters in one read: the span between them costs a few bytes per
-  // CPU, a syscall each would cost more.
-  constexpr uint32_t first = std::min({OMNIPROF_STAT_COUNT_KEYS_ADDED, OMNIPROF_STAT_FRAGMENTS_STORED,
-                                       OMNIPROF_STAT_RECORDED, OMNIPROF_STAT_EVENTS_LOST});
-  constexpr uint32_t last = std::max({OMNIPROF_STAT_COUNT_KEYS_ADDED, OMNIPROF_STAT_FRAGMENTS_STORED,
-                                      OMNIPROF_STAT_RECORDED, OMNIPROF_STAT_EVENTS_LOST});
-  auto values = maps_->read_stats(first, last - first + 1);
-  if (!values) {
-    request_tick(false);
-    return values.error();
-  }
-  const uint64_t events_lost = (*values)[OMNIPROF_STAT_EVENTS_LOST - first];
-  if (events_lost != events_lost_seen_) {
-    events_lost_seen_ = events_lost;
+  auto events_lost = maps_->read_stat(OMNIPROF_STAT_EVENTS_LOST);
+  if (!events_lost || *events_lost != events_lost_seen_) {
+    if (events_lost) events_lost_seen_ = *events_lost;
     request_tick(false);
   }
+  auto totals = maps_->read_inflow_totals();
+  if (!totals) return totals.error();
   MapInflow inflow;
-  inflow.count_keys_added = (*values)[OMNIPROF_STAT_COUNT_KEYS_ADDED - first];
-  inflow.fragments_stored = (*values)[OMNIPROF_STAT_FRAGMENTS_STORED - first];
-  inflow.samples_recorded = (*values)[OMNIPROF_STAT_RECORDED - first];
+  inflow.count_keys_added = totals->added[OMNIPROF_INFLOW_COUNT_KEYS];
+  inflow.fragments_stored = totals->added[OMNIPROF_INFLOW_FRAGMENTS];
+  inflow.sample_times_recorded = totals->added[OMNIPROF_INFLOW_SAMPLE_TIMES];
   return inflow;
 }
 
+void Agent::notify_collect() {
+  if (!collect_notice_fd_.valid()) return;
+  uint64_t one = 1;
+  // EAGAIN: the counter is full, so a look is due already.
+  (void)!write(collect_notice_fd_.get(), &one, sizeof(one));
+}
+
+void Agent::arm_drain_notice() {
+  if (!drain_schedule_) return;
+  auto armed = maps_->arm_drain_thresholds(drain_schedule_->thresholds());
+  if (!armed && (drain_notices_armed_ || !drain_notice_tried_)) {
+    log().error("{}: the maps are looked at every {} ms until it can be written again", armed.error().message,
+                kLookIntervalWithoutNotices.count());
+  }
+  drain_notice_tried_ = true;
+  drain_notices_armed_ = static_cast<bool>(armed) && collect_notice_fd_.valid();
+}
+
+void Agent::wait_until_collect_due(std::chrono::steady_clock::time_point deadline, int stop_fd) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  Clock::time_point until = deadline;
+  if (!drain_notices_armed_) until = std::min(until, now + kLookIntervalWithoutNotices);
+  // A retry due now may be held up by a build: looked for again a second on.
+  if (Clock::time_point retry = executables_->retry_due(); retry < until) {
+    until = std::max(retry, now + kShortestRetryWait);
+  }
+  if (until <= now) return;
+  pollfd fds[2] = {{collect_notice_fd_.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+  // An fd of -1 is skipped by poll; EINTR (a signal) ends the wait early.
+  (void)poll(fds, 2, static_cast<int>(std::min<int64_t>(timeout, std::numeric_limits<int>::max())));
+  if (fds[0].revents & POLLIN) {
+    uint64_t count = 0;
+    (void)!read(collect_notice_fd_.get(), &count, sizeof(count));
+  }
+}
+
 Result<void> Agent::collect_when_due() {
+  collect_looks_++;
   auto inflow = read_counters();
   // Counters unreadable: drain, as every second before the schedule.
   DrainReason reason = DrainReason::kCountersWrong;
@@ -473,6 +535,9 @@ Result<void> Agent::collect_when_due() {
   switch (reason) {
     case DrainReason::kNotDue:
       executables_->retry_deferred();
+      // BPF disarmed it if it sent one (a look past a threshold drains, so
+      // this one came early: a race with the last drain's arming).
+      arm_drain_notice();
       return ok();
     case DrainReason::kMapsFilling:
       drains_for_filling_maps_++;
@@ -496,6 +561,7 @@ Result<void> Agent::drain(const Result<MapInflow>& inflow) {
   // Counters unreadable: the schedule keeps the previous drain's totals, so
   // it counts more than the maps hold and drains sooner, never later.
   if (inflow && drain_schedule_) drain_schedule_->drained(*inflow, maps_->stack_fragments_kept());
+  arm_drain_notice();
   if (!r) {
     drain_errors_++;
     log().error("draining BPF maps: {}", r.error().message);
@@ -683,6 +749,10 @@ std::vector<StatLine> Agent::stats() const {
            {"host.drains_for_filling_maps", drains_for_filling_maps_},
            {"host.drains_for_exits", drains_for_exits_},
            {"host.drains_for_unreadable_counters", drains_for_unreadable_counters_},
+           // run's looks at BPF's totals between round ends, and the
+           // DRAIN_DUE events among what woke it for them.
+           {"host.drain_looks", collect_looks_},
+           {"host.drain_notices", drain_notices_.load(std::memory_order_relaxed)},
            {"host.drain_errors", drain_errors_},
            {"host.event_errors", event_loop_ ? event_loop_->event_errors() : 0},
            {"host.event_poll_errors", event_loop_ ? event_loop_->poll_errors() : 0}}) {

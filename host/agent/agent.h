@@ -76,9 +76,13 @@ class Agent {
 
   // Moves the samples BPF counted since the last drain into the round.
   Result<void> collect();
-  // Called about once a second by `run`: collects when the maps fill or
-  // exited processes wait (agent/drain_schedule.h), and retries deferred
-  // unwind tables either way.
+  // `run` between two of its rounds: waits until a look at the maps is due
+  // (BPF's OMNIPROF_EVENT_DRAIN_DUE, kExitsWaiting exited processes, a
+  // deferred unwind table's retry), `deadline` (the round's end) or
+  // `stop_fd` is readable, whichever comes first; then collect_when_due.
+  void wait_until_collect_due(std::chrono::steady_clock::time_point deadline, int stop_fd);
+  // Collects when the maps fill or exited processes wait
+  // (agent/drain_schedule.h), and retries deferred unwind tables either way.
   Result<void> collect_when_due();
   // Builds the profile of the round so far (interpreter internals folded or
   // kept as the config says) and starts a new round.
@@ -144,8 +148,9 @@ class Agent {
   std::thread event_thread_;
   // Calls each plugin's tick hook at once when a walk noted something new
   // for it (OMNIPROF_EVENT_TICK_DUE), and when the main thread's read of
-  // BPF's counters finds that the full events ring lost a notice (which may
-  // have been a TICK_DUE) or cannot read them; every kTickInterval as well
+  // BPF's counters (at each of its looks at the maps) finds that the full
+  // events ring lost a notice (which may have been a TICK_DUE) or cannot
+  // read them; every kTickInterval as well
   // the plugins that did not ask for ticks on notice only (plugin.h:
   // tick_flags). With none such loaded it has no timer: waking every second
   // was a sixth of the agent's CPU in issue 19's scene (two Python, two Ruby
@@ -161,6 +166,31 @@ class Agent {
   std::atomic<uint64_t> ticks_for_lost_events_{0};  // ticks only read_counters() asked for
   std::atomic<uint64_t> ticks_every_second_{0};      // ticks of kTickInterval alone
   uint64_t events_lost_seen_ = 0;  // OMNIPROF_STAT_EVENTS_LOST at the last read_counters()
+  // Written (an eventfd) when a look at the maps is due before the round's
+  // end: BPF's DRAIN_DUE event, kExitsWaiting exited processes, a consume
+  // of the events ring large enough that it may have been full (a lost
+  // TICK_DUE, read_counters), a deferred unwind table scheduled; the main
+  // thread waits on it (wait_until_collect_due) instead of looking every
+  // second, each look a wake-up and two syscalls (a fifth of the agent's
+  // CPU in issue 19's scene, with nothing to find in nearly every one).
+  UniqueFd collect_notice_fd_;
+  void notify_collect();
+  // Arms BPF's DRAIN_DUE at the schedule's thresholds; when that fails the
+  // main thread looks every kLookIntervalWithoutNotices instead.
+  void arm_drain_notice();
+  bool drain_notices_armed_ = false;
+  bool drain_notice_tried_ = false;
+  static constexpr std::chrono::milliseconds kLookIntervalWithoutNotices{1000};
+  // A deferred table's retry (ExecutableInfoManager::retry_due) is looked
+  // for at most this often: while a build holds its lock a retry waits.
+  static constexpr std::chrono::milliseconds kShortestRetryWait{1000};
+  // A consume of at least this many events: the ring (256 KiB, 24 bytes a
+  // record) may have been full, and a TICK_DUE lost.
+  static constexpr int kEventsRingMayHaveFilled = 2048;
+  static constexpr std::chrono::milliseconds kExitsNoticeInterval{1000};
+  std::chrono::steady_clock::time_point exits_noticed_at_{};  // the event thread's
+  std::atomic<uint64_t> drain_notices_{0};  // DRAIN_DUE events received
+  uint64_t collect_looks_ = 0;              // collect_when_due's looks at the maps
   void request_tick(bool on_request);
   std::atomic<bool> stopping_{false};
   // host.bpf_map_bytes, as last read (stats()), when, and with how many
@@ -185,9 +215,9 @@ class Agent {
   uint64_t drains_for_exits_ = 0;
   uint64_t drains_for_unreadable_counters_ = 0;
   // BPF's running totals of what it added to the maps, read before a drain
-  // and at each of collect_when_due's checks; in the same read, whether the
-  // events ring lost a notice since the last: then (or when the counters
-  // cannot be read) the plugins' tick is asked for.
+  // and at each of collect_when_due's looks; with them, whether the events
+  // ring lost a notice since the last: then (or when the counters cannot be
+  // read) the plugins' tick is asked for.
   Result<MapInflow> read_counters();
   // collect()'s work, given the totals read just before it (the schedule's
   // new starting point; an error keeps the previous one).

@@ -4,25 +4,30 @@
 // a machine sampled at 19 Hz a drain a second was most of the agent's steady
 // cost while the maps held a few hundred entries of their tens of thousands.
 //
-// BPF counts what it adds (new stack_counts keys, stack_traces fragments,
-// samples recorded: sample_times records); the agent reads those three
-// counters every second (one batch read) and drains when what the maps
-// took in since the last drain passes a quarter of their room, or would pass
-// half of it within two more seconds at the last second's rate. Below that a
-// second's inflow cannot fill a map before the next check, so no sample is
-// dropped that a drain every second would have kept. A map's room is its
-// capacity, less, for stack_traces, the fragments the last drain's sweep
-// kept (stacks still sampled: a drain keeps them again, so counting them as
-// inflow made a drain due at nearly every check on a machine whose stacks
-// are many and deep, each such drain freeing nothing). Exited processes
-// waiting for a drain before they are forgotten (ProcessTracker::drained)
-// make one due too once kExitsWaiting of them wait, so a machine that
-// starts and ends many processes keeps their memory as short as before.
+// BPF keeps running totals of what it adds (new stack_counts keys,
+// stack_traces fragments, sample_times records: inflow_totals) and a drain
+// is due once what one map took in since the last drain passes a quarter of
+// its room. The agent does not look every second to find out: thresholds()
+// gives the totals at which that happens, BPF sends
+// OMNIPROF_EVENT_DRAIN_DUE when one is passed, and the agent looks then (and
+// at the round's end). The maps are sized for seconds of inflow
+// (fitted_stack_traces_entries: four seconds of new deep stacks on every
+// CPU), so the quarter left behind the event's milliseconds on the way
+// loses nothing. A map's room is its capacity, less, for stack_traces, the
+// fragments the last drain's sweep kept (stacks still sampled: a drain
+// keeps them again, so counting them as inflow made a drain due at nearly
+// every look on a machine whose stacks are many and deep, each such drain
+// freeing nothing). Exited processes waiting for a drain before they are
+// forgotten (ProcessTracker::drained) make one due too once kExitsWaiting of
+// them wait (the event thread tells the agent), so a machine that starts
+// and ends many processes keeps their memory as short as before.
 #ifndef OMNIPROF_HOST_AGENT_DRAIN_SCHEDULE_H
 #define OMNIPROF_HOST_AGENT_DRAIN_SCHEDULE_H
 
 #include <cstddef>
 #include <cstdint>
+
+#include "omniprof/bpf/abi.h"
 
 namespace omniprof {
 
@@ -34,11 +39,11 @@ enum class DrainReason {
   kCountersWrong,  // a total went backwards: drained to be safe
 };
 
-// BPF's running totals (over every CPU, since load).
+// BPF's running totals (over every CPU, since load: inflow_totals).
 struct MapInflow {
-  uint64_t count_keys_added = 0;   // OMNIPROF_STAT_COUNT_KEYS_ADDED
-  uint64_t fragments_stored = 0;   // OMNIPROF_STAT_FRAGMENTS_STORED
-  uint64_t samples_recorded = 0;   // OMNIPROF_STAT_RECORDED
+  uint64_t count_keys_added = 0;       // OMNIPROF_INFLOW_COUNT_KEYS
+  uint64_t fragments_stored = 0;       // OMNIPROF_INFLOW_FRAGMENTS
+  uint64_t sample_times_recorded = 0;  // OMNIPROF_INFLOW_SAMPLE_TIMES (0 unless recorded)
 };
 
 class DrainSchedule {
@@ -52,23 +57,24 @@ class DrainSchedule {
   void drained(const MapInflow& before_drain, uint64_t fragments_kept);
 
   // Whether to drain now, given BPF's totals now and how many exited
-  // processes wait on a drain. Called about once a second: remembers `now`
-  // as the last check, whose difference to the next is "the last second".
-  DrainReason due(const MapInflow& now, size_t exits_waiting);
+  // processes wait on a drain.
+  DrainReason due(const MapInflow& now, size_t exits_waiting) const;
+
+  // The totals from which due() says kMapsFilling (~0: never, for sample
+  // times not recorded): what BPF watches (arm_drain_thresholds).
+  omniprof_drain_thresholds thresholds() const;
 
   static constexpr size_t kExitsWaiting = 16;
 
  private:
-  // Whether `held` (entries added since the drain, plus any kept), growing
-  // by `per_check` each check, reaches a quarter of `capacity` now or half
-  // of it within two checks.
-  static bool filling(uint64_t held, uint64_t per_check, uint64_t capacity);
+  // How many entries added since the drain make a quarter of `room`.
+  static uint64_t quarter(uint64_t room) { return (room + 3) / 4; }
+  uint64_t fragment_room() const;
 
   uint64_t stack_counts_entries_;
   uint64_t stack_traces_entries_;
   uint64_t sample_time_records_;
   MapInflow at_drain_;
-  MapInflow at_check_;
   uint64_t fragments_kept_ = 0;
 };
 

@@ -23,6 +23,7 @@ const char* event_type_name(uint32_t type) {
     case OMNIPROF_EVENT_EXIT: return "exit";
     case OMNIPROF_EVENT_MAPPINGS_STALE: return "mappings_stale";
     case OMNIPROF_EVENT_TICK_DUE: return "tick_due";
+    case OMNIPROF_EVENT_DRAIN_DUE: return "drain_due";
     default: return nullptr;
   }
 }

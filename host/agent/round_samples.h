@@ -1,6 +1,7 @@
 // RoundSamples: the samples of one profiling round, moved out of BPF maps
-// into host memory every drain (about once a second), so stack_counts never
-// has to hold a whole round and a stack is read once however often it recurs.
+// into host memory at every drain (each second in `record`, as the maps
+// fill in `run`), so stack_counts never has to hold a whole round and a
+// stack is read once however often it recurs.
 #pragma once
 
 #include <cstdint>

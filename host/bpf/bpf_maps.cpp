@@ -467,6 +467,25 @@ Result<std::vector<uint64_t>> BpfMaps::read_stats(uint32_t first, uint32_t count
   return totals;
 }
 
+Result<omniprof_inflow_totals> BpfMaps::read_inflow_totals() const {
+  omniprof_inflow_totals totals{};
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.inflow_totals), &zero, &totals) != 0) {
+    return make_error(fmt::format("cannot read inflow_totals: {}", errno_text(errno)));
+  }
+  return totals;
+}
+
+Result<void> BpfMaps::arm_drain_thresholds(const omniprof_drain_thresholds& thresholds) {
+  omniprof_drain_thresholds armed = thresholds;
+  armed.armed = 1;
+  const uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.drain_thresholds), &zero, &armed, BPF_ANY) != 0) {
+    return make_error(fmt::format("cannot write drain_thresholds: {}", errno_text(errno)));
+  }
+  return ok();
+}
+
 Result<uint64_t> BpfMaps::read_stat(uint32_t index) const {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return make_error("cannot count possible CPUs");

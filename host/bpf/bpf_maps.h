@@ -118,6 +118,13 @@ class BpfMaps {
   // One counter of percpu_stats, summed over the CPUs (one lookup).
   Result<uint64_t> read_stat(uint32_t index) const;
 
+  // What BPF added to the maps a drain empties, totals since load
+  // (inflow_totals, abi.h: struct omniprof_inflow_totals); one lookup.
+  Result<omniprof_inflow_totals> read_inflow_totals() const;
+  // Arms BPF's OMNIPROF_EVENT_DRAIN_DUE at these totals (one update); it
+  // fires once, so each look at the maps arms it again.
+  Result<void> arm_drain_thresholds(const omniprof_drain_thresholds& thresholds);
+
   // Creates the inner map at `index` of the shared map-of-maps `name`, shaped
   // like its template, within that map's budget; keeps its fd for life and
   // writes it to *fd (the existing one if the index is already filled).

@@ -309,10 +309,19 @@ int cmd_run(const std::string& config_path, uint32_t rounds) {
     metrics_server = std::move(*server);
     log().info("serving /metrics on {}", config.metrics_listen);
   }
+  auto round_end = std::chrono::steady_clock::now();
   for (uint32_t round = 1; !g_stop && (rounds == 0 || round <= rounds); ++round) {
-    for (uint32_t s = 0; s < config.round_seconds && !g_stop; ++s) {
-      interruptible_sleep(1000);
-      (void)agent.collect_when_due();
+    // Rounds keep to the clock: one ends round_seconds after the last ended,
+    // however long writing it took (unless that took a whole round). In
+    // between, the agent looks at the maps when BPF says they fill, not
+    // every second.
+    round_end += std::chrono::seconds(config.round_seconds);
+    if (const auto now = std::chrono::steady_clock::now(); round_end <= now) {
+      round_end = now + std::chrono::seconds(config.round_seconds);
+    }
+    while (!g_stop && std::chrono::steady_clock::now() < round_end) {
+      agent.wait_until_collect_due(round_end, g_stop_fd);
+      if (!g_stop && std::chrono::steady_clock::now() < round_end) (void)agent.collect_when_due();
     }
     if (round == 1) keep_less_free_memory();
     if (g_stop) agent.stop_sampling();  // the last round: keep every sample counted

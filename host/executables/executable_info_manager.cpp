@@ -173,7 +173,9 @@ bool ExecutableInfoManager::load(uint64_t file_id, Entry& entry, Clock::time_poi
   stats_.load_failures++;
   entry.backoff = entry.backoff.count() == 0 ? kFirstRetry : std::min(entry.backoff * 2, kMaxRetry);
   entry.next_retry = now + entry.backoff;
+  scan_due_ = std::min(scan_due_.load(), entry.next_retry);
   log().warn("{} ({:#x}): {}; retrying in {} s", entry.name, file_id, entry.last_error, entry.backoff.count());
+  if (retry_scheduled_) retry_scheduled_();
   return false;
 }
 
@@ -269,7 +271,7 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   apply_sampled_locked();
-  if (now < scan_due_) return;
+  if (now < scan_due_.load()) return;
   scan_due_ = Clock::time_point::max();  // a load below that evicts sets it back to min()
   for (auto& [file_id, entry] : entries_) {
     if (kept_unmapped(entry) && now - entry.unmapped_since >= kKeepUnmapped) {
@@ -284,7 +286,7 @@ void ExecutableInfoManager::retry_deferred(Clock::time_point now) {
     if (kept_unmapped(entry)) due = std::min(due, entry.unmapped_since + kKeepUnmapped);
     if (waits_for_retry(entry)) due = std::min(due, entry.next_retry);
   }
-  scan_due_ = std::min(scan_due_, due);
+  scan_due_ = std::min(scan_due_.load(), due);
 }
 
 void ExecutableInfoManager::unload_unmapped() {

@@ -17,8 +17,10 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -129,6 +131,13 @@ class ExecutableInfoManager {
   // kept unmapped for kKeepUnmapped. Called once per drain; does nothing
   // while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());
+  // When retry_deferred next has something to do; min() when it does not
+  // know yet (entries changed since its last scan). Never waits for a build.
+  Clock::time_point retry_due() const { return scan_due_.load(); }
+  // Called (under the lock, from the thread whose load failed) when a load
+  // is deferred, so that whoever calls retry_deferred looks at retry_due()
+  // again; set before any load.
+  void set_retry_scheduled(std::function<void()> hook) { retry_scheduled_ = std::move(hook); }
   // Unloads every file kept unmapped now (the agent stops).
   void unload_unmapped();
   // A sample had a frame in this executable. Space runs out: executables no
@@ -207,10 +216,12 @@ class ExecutableInfoManager {
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Entry> entries_;
   // When retry_deferred next has anything to do (a kept file's time is up,
-  // a retry is due): it runs every second, and a walk over every entry was
-  // a visible part of an idle agent's CPU. min() after any change to
-  // entries_, which may make one due sooner.
-  Clock::time_point scan_due_ = Clock::time_point::min();
+  // a retry is due): a walk over every entry at each call was a visible
+  // part of an idle agent's CPU. min() after any change to entries_, which
+  // may make one due sooner. Written under mutex_; read without it by
+  // retry_due().
+  std::atomic<Clock::time_point> scan_due_{Clock::time_point::min()};
+  std::function<void()> retry_scheduled_;
   ExecutableStats stats_;  // kept_unmapped counts entries where kept_unmapped() holds
   // Held only briefly (never across a load): what settled() and building() read.
   mutable std::mutex status_mutex_;

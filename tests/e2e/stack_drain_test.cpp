@@ -242,6 +242,42 @@ std::map<int, uint64_t> drains_by_round(const std::string& log) {
   return drains;
 }
 
+// `run`'s looks at BPF's totals before each round's end
+// ("host.drain_looks=L", absent while 0), by round.
+std::map<int, uint64_t> looks_by_round(const std::string& log) {
+  std::map<int, uint64_t> looks;
+  std::regex line(R"(round (\d+): [^\n]*)");
+  std::regex count(R"(host\.drain_looks=(\d+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) {
+    const std::string text = (*it)[0];
+    std::smatch m;
+    looks[std::stoi((*it)[1])] = std::regex_search(text, m, count) ? std::stoull(m[1]) : 0;
+  }
+  return looks;
+}
+
+// The last value of counter `name` in `run`'s log (0: never printed).
+uint64_t last_counter(const std::string& log, const std::string& name) {
+  std::regex value(std::regex_replace(name, std::regex(R"(\.)"), R"(\.)") + R"(=(\d+))");
+  uint64_t last = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), value), end; it != end; ++it) last = std::stoull((*it)[1]);
+  return last;
+}
+
+// Every sample BPF counted is in a round: the last round (SIGTERM stops
+// sampling, then drains) leaves none behind, so the rounds' samples add up
+// to the last line's samples_recorded.
+void expect_every_sample_in_a_round(const std::string& log) {
+  uint64_t in_rounds = 0, recorded = 0;
+  std::regex round_line(R"(round \d+: wrote [^\n]* \((\d+) samples[^\n]* samples_recorded=(\d+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), round_line), end; it != end; ++it) {
+    in_rounds += std::stoull((*it)[1]);
+    recorded = std::stoull((*it)[2]);
+  }
+  EXPECT_GT(recorded, 0u) << log;
+  EXPECT_EQ(in_rounds, recorded) << log;
+}
+
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -250,8 +286,9 @@ std::string file_text(const std::string& path) {
 }
 
 // `run` drains when the maps fill or exited processes wait, not every
-// second (agent/drain_schedule.h): with one busy program a round of 6 s
-// drains about once, at its end; once two shell loops start and end
+// second, and does not look every second to find out
+// (agent/drain_schedule.h): with one busy program a round of 6 s drains
+// about once, at its end; once two shell loops start and end
 // processes (hundreds a second here, ~40 in an emulated guest), exits
 // waiting to be forgotten make drains due. No sample is
 // dropped for a full map, and none is left out of the rounds.
@@ -295,31 +332,59 @@ TEST(RunDrainTest, DrainsWhenMapsFillOrExitsWaitNotEverySecond) {
   for (int round = 2; round <= 6; ++round) std::cout << " " << drains[round] - drains[round - 1];
   std::cout << "\n";
   EXPECT_LE(drains[3] - drains[2], 2u) << "a steady round of 6 s drained more than twice:\n" << text;
+  // Nor does it look at the maps every second to find out (BPF says when
+  // they fill: OMNIPROF_EVENT_DRAIN_DUE): steady rounds 2 and 3, 12 s,
+  // looked at most 6 times (a look a second was 12).
+  auto looks = looks_by_round(text);
+  std::cout << "looks at the maps in rounds 2 to 6:";
+  for (int round = 2; round <= 6; ++round) std::cout << " " << looks[round] - looks[round - 1];
+  std::cout << "\n";
+  EXPECT_LE(looks[3] - looks[1], 6u) << "steady rounds 2 and 3 (12 s) looked at the maps more than 6 times:\n"
+                                     << text;
   // How often depends on how fast the guest ends processes (in emulated
   // guests 2 to 4 drains a round): exits made drains due, and the loops'
   // rounds drained more than the steady ones.
-  std::smatch for_exits;
-  uint64_t drains_for_exits = 0;
-  for (auto it = text.cbegin(); std::regex_search(it, text.cend(), for_exits, std::regex(R"(host\.drains_for_exits=(\d+))"));
-       it = for_exits.suffix().first) {
-    drains_for_exits = std::stoull(for_exits[1]);
-  }
-  EXPECT_GE(drains_for_exits, 1u) << text;
+  EXPECT_GE(last_counter(text, "host.drains_for_exits"), 1u) << text;
   EXPECT_GT(drains[6] - drains[4], drains[3] - drains[1])
       << "the process loops' rounds 5 and 6 drained no more than the steady rounds 2 and 3:\n" << text;
   EXPECT_EQ(text.find("stack_counts_full_dropped="), std::string::npos) << text;
   EXPECT_EQ(text.find("stack_traces_full="), std::string::npos) << text;
-  // Every sample BPF counted is in a round: the last round (SIGTERM stops
-  // sampling, then drains) leaves none behind, so the rounds' samples add up
-  // to the last line's samples_recorded.
-  uint64_t in_rounds = 0, recorded = 0;
-  std::regex round_line(R"(round \d+: wrote [^\n]* \((\d+) samples[^\n]* samples_recorded=(\d+))");
-  for (std::sregex_iterator it(text.begin(), text.end(), round_line), end; it != end; ++it) {
-    in_rounds += std::stoull((*it)[1]);
-    recorded = std::stoull((*it)[2]);
+  expect_every_sample_in_a_round(text);
+}
+
+// BPF says when the maps fill (OMNIPROF_EVENT_DRAIN_DUE past the thresholds
+// the agent writes, drain_schedule.h): a process whose every sample is a
+// stack_counts key of its own (thread_names renames its thread between
+// bursts) fills a quarter of the smallest stack_counts (1024 keys) in
+// about a second at 199 Hz, and `run` drains then, on BPF's word, within
+// rounds of 6 s; no sample is dropped for a full map or left out.
+TEST(RunDrainTest, DrainsWhenBpfSaysTheMapsFill) {
+  OMNIPROF_REQUIRE_BPF();
+  std::string dir = temp_dir("run-drain-notices");
+  std::string config = dir + "/omniprof.yaml";
+  std::ofstream(config) << "round_seconds: 6\nsampling:\n  frequency_hz: 199\nmaps:\n  stack_counts: 1024\n"
+                        << "output:\n  directory: " << dir << "/profiles\n";
+  const std::string log = dir + "/run.log";
+  BackgroundProcess names({workload("thread_names"), "600"});
+  BackgroundProcess agent(
+      {"/bin/sh", "-c", "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + config + "' > '" + log + "' 2>&1"},
+      BackgroundProcess::Role::kJudge);
+  // Round 1 holds the start-up; rounds 2 and 3 are steady ones.
+  for (int i = 0; i < 3000 && !drains_by_round(file_text(log)).count(3) && !agent.poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_GT(recorded, 0u) << text;
-  EXPECT_EQ(in_rounds, recorded) << text;
+  ASSERT_TRUE(drains_by_round(file_text(log)).count(3)) << file_text(log);
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(), 0);
+  const std::string text = file_text(log);
+  const uint64_t notices = last_counter(text, "host.drain_notices");
+  const uint64_t filling = last_counter(text, "host.drains_for_filling_maps");
+  std::cout << "keys added " << last_counter(text, "stack_counts_keys_added") << ", drain notices " << notices
+            << ", drains for filling maps " << filling << ", drains " << last_counter(text, "host.drains") << "\n";
+  EXPECT_GE(notices, 2u) << text;
+  EXPECT_GE(filling, 2u) << text;
+  EXPECT_EQ(text.find("stack_counts_full_dropped="), std::string::npos) << text;
+  expect_every_sample_in_a_round(text);
 }
 
 // The same workload profiled at once by `run` as it is now (maps fitted to

@@ -1,8 +1,8 @@
 // When `run` drains BPF's maps (agent/drain_schedule.h), from BPF's running
 // totals alone: not while the maps hold little, at once when what one of
-// them took in passes a quarter of its room, or is on its way to half within
-// two checks, when
-// exited processes pile up, and when the counters go backwards.
+// them took in passes a quarter of its room, when exited processes pile up,
+// and when the counters go backwards; and the thresholds BPF watches are
+// exactly where that happens.
 #include <gtest/gtest.h>
 
 #include "agent/drain_schedule.h"
@@ -21,7 +21,7 @@ TEST(DrainScheduleTest, SlowInflowIsNotDrainedForManyChecks) {
   for (int check = 1; check <= 600; ++check) {
     totals.count_keys_added += 3;
     totals.fragments_stored += 5;
-    totals.samples_recorded += 38;
+    totals.sample_times_recorded += 38;
     ASSERT_EQ(schedule.due(totals, 0), DrainReason::kNotDue) << "check " << check;
   }
 }
@@ -43,13 +43,46 @@ TEST(DrainScheduleTest, DueOnceStackCountsHoldsAQuarter) {
   EXPECT_EQ(DrainReason::kNotDue, schedule.due(totals, 0));
 }
 
-TEST(DrainScheduleTest, DueBeforeAFastInflowCouldFillHalfAMap) {
-  // 1500 keys in one check: not a quarter yet, but two more such checks
-  // would pass half of 10240.
-  DrainSchedule schedule = default_maps();
-  schedule.drained({0, 0, 0}, 0);
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({1000, 0, 0}, 0));  // 1000 + 2 * 1000 < 5120
-  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({2400, 0, 0}, 0));   // 2400 + 2 * 1400 >= 5120
+// BPF sends OMNIPROF_EVENT_DRAIN_DUE from thresholds(): one addition short
+// of one, no drain is due; at it, one is. Checked for each map, after drains
+// that left various room.
+TEST(DrainScheduleTest, ThresholdsAreWhereADrainBecomesDue) {
+  DrainSchedule schedule(10240, 32768, 152);
+  struct Drain {
+    MapInflow before;
+    uint64_t kept;
+  };
+  for (const Drain& d : {Drain{{0, 0, 0}, 0}, Drain{{1000, 5000, 300}, 8000}, Drain{{1001, 5001, 301}, 32767},
+                         Drain{{7, 9, 11}, 40000}}) {
+    schedule.drained(d.before, d.kept);
+    const omniprof_drain_thresholds t = schedule.thresholds();
+    EXPECT_EQ(t.at[OMNIPROF_INFLOW_COUNT_KEYS], d.before.count_keys_added + 2560);
+    const uint64_t room = d.kept < 32768 ? 32768 - d.kept : 0;
+    EXPECT_EQ(t.at[OMNIPROF_INFLOW_FRAGMENTS], d.before.fragments_stored + (room + 3) / 4);
+    EXPECT_EQ(t.at[OMNIPROF_INFLOW_SAMPLE_TIMES], d.before.sample_times_recorded + 38);
+    for (int kind : {OMNIPROF_INFLOW_COUNT_KEYS, OMNIPROF_INFLOW_FRAGMENTS, OMNIPROF_INFLOW_SAMPLE_TIMES}) {
+      auto totals_at = [&](uint64_t total) {
+        MapInflow now = d.before;
+        (kind == OMNIPROF_INFLOW_COUNT_KEYS   ? now.count_keys_added
+         : kind == OMNIPROF_INFLOW_FRAGMENTS ? now.fragments_stored
+                                              : now.sample_times_recorded) = total;
+        return now;
+      };
+      const uint64_t at = t.at[kind];
+      // No room at all in stack_traces: a drain is due whatever else.
+      const bool no_fragment_room = t.at[OMNIPROF_INFLOW_FRAGMENTS] == d.before.fragments_stored;
+      EXPECT_EQ(schedule.due(totals_at(at), 0), DrainReason::kMapsFilling) << "kind " << kind << " at " << at;
+      if (!no_fragment_room && at > (kind == OMNIPROF_INFLOW_COUNT_KEYS   ? d.before.count_keys_added
+                : kind == OMNIPROF_INFLOW_FRAGMENTS ? d.before.fragments_stored
+                                                     : d.before.sample_times_recorded)) {
+        EXPECT_EQ(schedule.due(totals_at(at - 1), 0), DrainReason::kNotDue) << "kind " << kind << " at " << at - 1;
+      }
+    }
+  }
+  // Sample times not recorded: never a threshold.
+  DrainSchedule without_times(10240, 32768, 0);
+  without_times.drained({0, 0, 0}, 0);
+  EXPECT_EQ(without_times.thresholds().at[OMNIPROF_INFLOW_SAMPLE_TIMES], ~0ULL);
 }
 
 TEST(DrainScheduleTest, FragmentsKeptBySweepLeaveLessRoomInStackTraces) {
@@ -59,16 +92,15 @@ TEST(DrainScheduleTest, FragmentsKeptBySweepLeaveLessRoomInStackTraces) {
   DrainSchedule schedule = default_maps();
   schedule.drained({0, 0, 0}, 8000);
   EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 0, 0}, 0));
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 2000, 0}, 0));  // 2000 + 2 * 2000 < 12384
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 4000, 0}, 0));  // 4000 + 2 * 2000 < 12384
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 5000, 0}, 0));  // 5000 + 2 * 1000 < 12384, < 6192
-  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6200, 0}, 0));  // a quarter of the room
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 2000, 0}, 0));
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 6191, 0}, 0));
+  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6192, 0}, 0));  // a quarter of the room
 
-  // Kept fragments filling most of the map: what is left fills in a few
-  // checks, and a drain (whose sweep frees stacks no longer sampled) is due.
+  // Kept fragments filling most of the map: what is left fills soon, and a
+  // drain (whose sweep frees stacks no longer sampled) is due.
   schedule.drained({0, 6200, 0}, 32000);
-  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 6300, 0}, 0));  // 100 + 2 * 100 < 384
-  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6400, 0}, 0));  // a quarter of 768
+  EXPECT_EQ(DrainReason::kNotDue, schedule.due({0, 6300, 0}, 0));
+  EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6392, 0}, 0));  // a quarter of 768
   // No room left at all: due at every check.
   schedule.drained({0, 6400, 0}, 40000);
   EXPECT_EQ(DrainReason::kMapsFilling, schedule.due({0, 6400, 0}, 0));
@@ -80,7 +112,8 @@ TEST(DrainScheduleTest, SampleTimesCountOnlyWhenRecorded) {
   without_times.drained({0, 0, 0}, 0);
   with_times.drained({0, 0, 0}, 0);
   EXPECT_EQ(without_times.due({1, 1, 38}, 0), DrainReason::kNotDue);
-  EXPECT_EQ(with_times.due({1, 1, 38}, 0), DrainReason::kMapsFilling);  // a quarter of the ring in a second
+  EXPECT_EQ(with_times.due({1, 1, 37}, 0), DrainReason::kNotDue);
+  EXPECT_EQ(with_times.due({1, 1, 38}, 0), DrainReason::kMapsFilling);  // a quarter of the ring
 }
 
 TEST(DrainScheduleTest, ExitedProcessesWaitingMakeADrainDue) {

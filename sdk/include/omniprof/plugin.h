@@ -381,7 +381,9 @@ struct omniprof_plugin {
    * OMNIPROF_SEEN_MAP, omniprof_note_seen), and about every second while it
    * samples (for a notice the full events ring lost; with
    * OMNIPROF_TICK_ON_NOTICE_ONLY in tick_flags, instead, at the host's next
-   * look at BPF's counters after the ring lost one), from one thread, under
+   * look at BPF's counters after the ring lost one: at once after a consume
+   * of the ring large enough that it may have been full, at the latest at
+   * the round's end), from one thread, under
    * the instance's lock like every hook: the time to read what
    * symbolize_frame will need from processes that may exit before the round
    * ends (pyperf: the code objects its BPF program saw), while they still
@@ -451,8 +453,9 @@ struct omniprof_plugin {
 
 /* tick_flags. ON_NOTICE_ONLY: tick only after a walk noted something new (at
  * once), or after the full events ring may have lost such a notice (at the
- * host's next look at BPF's counters, every second or so), never on a timer
- * alone. For a plugin whose tick only reads what its walks noted (pyperf,
+ * host's next look at BPF's counters: at once after a consume of the ring
+ * large enough that it may have been full, at the latest at the round's
+ * end), never on a timer alone. For a plugin whose tick only reads what its walks noted (pyperf,
  * rbperf: take_fresh): the periodic call finds nothing to do, and waking for
  * it every second was a sixth of the agent's CPU on a machine of busy
  * interpreters at 19 Hz. */

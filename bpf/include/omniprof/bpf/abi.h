@@ -209,6 +209,30 @@ struct omniprof_sample_time {
   struct omniprof_stack_key key;
 };
 
+/* What BPF added to the maps a drain empties (agent/drain_schedule.h), as
+ * running totals over every CPU since load, and the totals past which the
+ * host wants to look at them before the round's end: the host's entry
+ * object sends OMNIPROF_EVENT_DRAIN_DUE once when one is passed, and the
+ * host arms it again after its look. So `run` wakes when the maps fill, not
+ * every second to find out whether they do. Private to the host's entry
+ * object: plugins never see them. */
+enum omniprof_inflow_kind {
+  OMNIPROF_INFLOW_COUNT_KEYS = 0,   /* new stack_counts keys */
+  OMNIPROF_INFLOW_FRAGMENTS = 1,    /* stack_traces fragments stored */
+  OMNIPROF_INFLOW_SAMPLE_TIMES = 2, /* sample_times records (when recorded) */
+  OMNIPROF_INFLOW_KINDS = 4,        /* a power of two: an index is masked with KINDS - 1 */
+};
+
+struct omniprof_inflow_totals {
+  omniprof_u64 added[OMNIPROF_INFLOW_KINDS]; /* by enum omniprof_inflow_kind */
+};
+
+struct omniprof_drain_thresholds {
+  omniprof_u64 at[OMNIPROF_INFLOW_KINDS]; /* totals that make a look due; ~0: never */
+  omniprof_u32 armed;                     /* 1: send the event once; BPF sets 0 when sent */
+  omniprof_u32 reserved;
+};
+
 /* ---- Processes -------------------------------------------------------------*/
 #define OMNIPROF_PROCESS_KNOWN (1u << 0)
 #define OMNIPROF_PROCESS_MAPPINGS_TRUNCATED (1u << 1)
@@ -342,6 +366,9 @@ enum omniprof_event_type {
    * the plugins' tick reads it now, while the process lives, not on the
    * next 200 ms timer (a short-lived process is gone by then). */
   OMNIPROF_EVENT_TICK_DUE = 5,
+  /* The host's own STOP program passed a drain threshold (struct
+   * omniprof_drain_thresholds); pid 0. Plugins never send it. */
+  OMNIPROF_EVENT_DRAIN_DUE = 6,
 };
 
 /* event_requests' key: what a walk asked the host (enum omniprof_event_type)
