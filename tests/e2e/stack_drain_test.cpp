@@ -285,6 +285,22 @@ std::string file_text(const std::string& path) {
   return text.str();
 }
 
+// `omniprof run --config CONFIG`, its output in LOG.
+std::vector<std::string> omniprof_run(const std::string& config, const std::string& log) {
+  return {"/bin/sh", "-c",
+          "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + config + "' > '" + log + "' 2>&1"};
+}
+
+// Waits for round ROUND's line in `run`'s LOG, by the log, never timed:
+// start-up in an emulated guest takes a minute or more. False if `agent`
+// ended first or five minutes passed.
+bool wait_for_round(const std::string& log, BackgroundProcess& agent, int round) {
+  for (int i = 0; i < 3000 && !drains_by_round(file_text(log)).count(round) && !agent.poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return drains_by_round(file_text(log)).count(round) > 0;
+}
+
 // `run` drains when the maps fill or exited processes wait, not every
 // second, and does not look every second to find out
 // (agent/drain_schedule.h): with one busy program a round of 6 s drains
@@ -303,26 +319,16 @@ TEST(RunDrainTest, DrainsWhenMapsFillOrExitsWaitNotEverySecond) {
                         << "output:\n  directory: " << dir << "/profiles\n";
   const std::string log = dir + "/run.log";
   BackgroundProcess chain({workload("chain"), "600"});
-  BackgroundProcess agent(
-      {"/bin/sh", "-c", "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + config + "' > '" + log + "' 2>&1"},
-      BackgroundProcess::Role::kJudge);
-  // Rounds are waited for by their log lines, never timed: start-up in an
-  // emulated guest takes a minute or more.
-  auto wait_for_round = [&](int round) {
-    for (int i = 0; i < 3000 && !drains_by_round(file_text(log)).count(round) && !agent.poll(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return drains_by_round(file_text(log)).count(round) > 0;
-  };
+  BackgroundProcess agent(omniprof_run(config, log), BackgroundProcess::Role::kJudge);
   // Round 1 holds the start-up; round 3 is a steady one.
-  ASSERT_TRUE(wait_for_round(3)) << file_text(log);
+  ASSERT_TRUE(wait_for_round(log, agent, 3)) << file_text(log);
   std::vector<std::unique_ptr<BackgroundProcess>> loops;
   for (int i = 0; i < 2; ++i) {
     loops.push_back(std::make_unique<BackgroundProcess>(
         std::vector<std::string>{"/bin/sh", "-c", "while :; do /bin/true; done"}));
   }
   // Round 4 straddles the loops' start; rounds 5 and 6 are theirs.
-  ASSERT_TRUE(wait_for_round(6)) << file_text(log);
+  ASSERT_TRUE(wait_for_round(log, agent, 6)) << file_text(log);
   loops.clear();
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(), 0);
@@ -366,14 +372,9 @@ TEST(RunDrainTest, DrainsWhenBpfSaysTheMapsFill) {
                         << "output:\n  directory: " << dir << "/profiles\n";
   const std::string log = dir + "/run.log";
   BackgroundProcess names({workload("thread_names"), "600"});
-  BackgroundProcess agent(
-      {"/bin/sh", "-c", "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + config + "' > '" + log + "' 2>&1"},
-      BackgroundProcess::Role::kJudge);
+  BackgroundProcess agent(omniprof_run(config, log), BackgroundProcess::Role::kJudge);
   // Round 1 holds the start-up; rounds 2 and 3 are steady ones.
-  for (int i = 0; i < 3000 && !drains_by_round(file_text(log)).count(3) && !agent.poll(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(drains_by_round(file_text(log)).count(3)) << file_text(log);
+  ASSERT_TRUE(wait_for_round(log, agent, 3)) << file_text(log);
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(), 0);
   const std::string text = file_text(log);
@@ -410,10 +411,7 @@ TEST(RunDrainTest, ARoundShowsTheStacksADrainEverySecondWithTheFormerMapsShowed)
   BackgroundProcess chain({workload("chain_nofp"), "600"});
   BackgroundProcess seven({workload("seven_functions_nofp"), "600"});
   const std::string run_log = dir + "/run.log";
-  BackgroundProcess agent({"/bin/sh", "-c",
-                           "exec '" + std::string(OMNIPROF_BINARY) + "' run --config '" + run_config + "' > '" +
-                               run_log + "' 2>&1"},
-                          BackgroundProcess::Role::kJudge);
+  BackgroundProcess agent(omniprof_run(run_config, run_log), BackgroundProcess::Role::kJudge);
   const std::string former_profile = dir + "/former.pb.gz";
   BackgroundRecord former(OMNIPROF_BINARY, {"--config", former_config, "-F", "99", "-d", "8", "-o", former_profile},
                           dir + "/former.log", {"OMNIPROF_HIDE_BPF_FEATURES=map_batch,unpreallocated_maps"});
