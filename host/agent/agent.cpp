@@ -605,12 +605,24 @@ std::vector<ProfileBuilder> Agent::finish_round(const std::vector<bool>& fold) {
   // the processes to read again for the next round (mappings added since).
   const NamingRequests& requests = assembler_->requests();
   for (uint64_t file_id : requests.sampled_files) executables_->mark_sampled(file_id);
+  // Applied now, not at the next look (which may be a round away): an
+  // evicted table sampled again is queued for its reload at once.
+  executables_->retry_deferred();
   for (int32_t pid : requests.stale_mappings) {
     event_loop_->post(omniprof_event{OMNIPROF_EVENT_MAPPINGS_STALE, static_cast<uint32_t>(pid), 0});
   }
   for (ProfileBuilder& profile : profiles) profile.add_comment(fmt::format("omniprof {}", OMNIPROF_VERSION));
   round_.clear();
-  processes_->end_round();
+  // Every exit of the round reached the tracker as a record (none lost to a
+  // full ring, none malformed): it need not ask /proc whether each process
+  // it knows still lives (a syscall per process per round).
+  bool every_exit_seen = false;
+  if (process_records_) {
+    const ProcessRecordStats rs = process_records_->stats();
+    every_exit_seen = rs.lost + rs.malformed == records_missed_at_round_end_;
+    records_missed_at_round_end_ = rs.lost + rs.malformed;
+  }
+  processes_->end_round(every_exit_seen);
   round_start_mono_ns_ = close_mono_ns;
   return profiles;
 }

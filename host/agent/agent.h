@@ -143,6 +143,7 @@ class Agent {
   // timeouts): under process churn, its wake-ups per process started.
   std::atomic<uint64_t> event_thread_wakes_{0};
   std::vector<ProcessRecord> records_drained_;  // the event thread's: each drain's records, its capacity kept
+  uint64_t records_missed_at_round_end_ = 0;    // process records lost or malformed, as of the last round's end
   UniqueFd event_epoll_;  // the events ring buffer, the process records, the event loop's eventfd
   std::unique_ptr<EventLoop> event_loop_;
   std::thread event_thread_;

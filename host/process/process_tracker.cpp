@@ -1034,7 +1034,7 @@ void ProcessTracker::prune_earlier_images_locked(
   }
 }
 
-void ProcessTracker::end_round() {
+void ProcessTracker::end_round(bool every_exit_seen) {
   std::vector<std::shared_ptr<ProcessSnapshot>> forgotten;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -1045,7 +1045,8 @@ void ProcessTracker::end_round() {
     for (auto it = processes_.begin(); it != processes_.end();) {
       // A claimed pid is being republished: it is looked at next round.
       bool gone = !claimed_.count(it->first) &&
-                  (it->second->exited || access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0);
+                  (it->second->exited ||
+                   (!every_exit_seen && access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0));
       if (gone) {
         it = forget_locked(it, forgotten);
       } else {

@@ -148,7 +148,9 @@ class ProcessTracker {
   // a drain chooses its new samples' images from (RoundSamples::pin_images).
   KnownProcesses recent_images() const;
   // Called after a round's profile is built: forgets processes that exited.
-  void end_round();
+  // Those whose exit it was not told of are found by asking /proc, unless
+  // `every_exit_seen` (process records, none missed this round).
+  void end_round(bool every_exit_seen = false);
   // Called after each drain of the BPF maps with the pids the round has
   // samples of: a process whose exit was noted before the previous drain
   // began and that has none is forgotten now, not at the round's end (a
