@@ -128,8 +128,9 @@ class ExecutableInfoManager {
   // kKeepUnmapped (unloaded at once if it was not loaded).
   bool remove_or_dec_ref(uint64_t file_id, Clock::time_point now = Clock::now());
   // Retries deferred files whose backoff has passed and unloads the files
-  // kept unmapped for kKeepUnmapped. Called once per drain; does nothing
-  // while a load holds the lock (never waits for a build).
+  // kept unmapped for kKeepUnmapped. Called at each of the main thread's
+  // looks at the maps, before each drain and at each round's end; does
+  // nothing while a load holds the lock (never waits for a build).
   void retry_deferred(Clock::time_point now = Clock::now());
   // When retry_deferred next has something to do; min() when it does not
   // know yet (entries changed since its last scan). Never waits for a build.

@@ -276,6 +276,31 @@ TEST(ExecutableInfoManagerTest, FailedLoadIsDeferredAndRetriedWithBackoff) {
   EXPECT_EQ(manager.stats().deferred, 0u);
 }
 
+// `run`'s main thread sleeps until retry_due() (or a round's end): a
+// deferred load says so through the hook; until a scan, what is due is not
+// known (min(): look soon), after one it is the retry's time; once loaded,
+// nothing is due.
+TEST(ExecutableInfoManagerTest, DeferredLoadTellsWhenItsRetryIsDue) {
+  FakeLoader loader;
+  loader.failures_left = 1;
+  ExecutableInfoManager manager(loader);
+  int scheduled = 0;
+  manager.set_retry_scheduled([&] { scheduled++; });
+  const auto before = ExecutableInfoManager::Clock::now();
+  manager.add_or_inc_ref(9, "/usr/bin/big");
+  EXPECT_EQ(scheduled, 1);
+  EXPECT_LE(manager.retry_due(), before);
+  manager.retry_deferred(ExecutableInfoManager::Clock::now());
+  EXPECT_FALSE(manager.is_loaded(9));
+  const auto due = manager.retry_due();
+  EXPECT_GE(due, before + ExecutableInfoManager::kFirstRetry);
+  EXPECT_LE(due, ExecutableInfoManager::Clock::now() + ExecutableInfoManager::kFirstRetry);
+  manager.retry_deferred(due);
+  EXPECT_TRUE(manager.is_loaded(9));
+  EXPECT_EQ(scheduled, 1);
+  EXPECT_EQ(manager.retry_due(), ExecutableInfoManager::Clock::time_point::max());
+}
+
 TEST(ExecutableInfoManagerTest, DeferredFileWhoseProcessesWentAwayIsDropped) {
   FakeLoader loader;
   loader.failures_left = 100;
