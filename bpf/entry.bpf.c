@@ -52,12 +52,23 @@ struct {
   __type(value, struct omniprof_drain_thresholds);
 } drain_thresholds SEC(".maps");
 
+/* OMNIPROF_EVENT_DRAIN_DUE goes on a ring of its own, which `run`'s main
+ * thread (the one that drains) waits on: not on `events`, whose reader, the
+ * event thread, may be seconds into describing processes when the maps fill
+ * (a busy start-up), while the drain it would wake must come within the
+ * three quarters of room left. At most a few records unread at once (one per
+ * arming, two when CPUs race): one page. */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 4096);
+} drain_due SEC(".maps");
+
 /* Adds `n` to the total of `kind` and, past the host's threshold, asks it to
  * look (once: it arms the threshold again after its look). Two CPUs passing
  * it at once may both send; the host takes the second as one more look. The
  * add's result is not used: 5.10 has no fetching atomics. Not sent (ring
- * full, counted as EVENTS_LOST, which makes the host look too): armed stays
- * set, and the next addition tries again. */
+ * full, counted as EVENTS_LOST): armed stays set, and the next addition
+ * tries again. */
 static __always_inline void note_inflow(__u32 kind, __u64 n) {
   __u32 zero = 0;
   struct omniprof_inflow_totals *totals = bpf_map_lookup_elem(&inflow_totals, &zero);
@@ -66,7 +77,12 @@ static __always_inline void note_inflow(__u32 kind, __u64 n) {
   kind &= OMNIPROF_INFLOW_KINDS - 1;
   __sync_fetch_and_add(&totals->added[kind], n);
   if (!thresholds->armed || totals->added[kind] < thresholds->at[kind]) return;
-  if (omniprof_send_event(OMNIPROF_EVENT_DRAIN_DUE, 0) == 0) thresholds->armed = 0;
+  struct omniprof_event event = {.type = OMNIPROF_EVENT_DRAIN_DUE, .ktime_ns = bpf_ktime_get_ns()};
+  if (bpf_ringbuf_output(&drain_due, &event, sizeof(event), 0) == 0) {
+    thresholds->armed = 0;
+  } else {
+    omniprof_count(OMNIPROF_STAT_EVENTS_LOST);
+  }
 }
 
 /* murmur3's 64-bit finalizer: spreads every input bit over the hash. */

@@ -204,17 +204,26 @@ Result<void> Agent::start() {
     log().warn("cannot make the main thread's eventfd ({}): it looks at the maps every {} ms", strerror(errno),
                kLookIntervalWithoutNotices.count());
   }
-  arm_drain_notice();
+  // DRAIN_DUE comes on a ring of its own, read by the main thread while it
+  // waits (wait_until_collect_due): the event thread may be seconds into
+  // describing processes when the maps fill.
+  drain_due_ = ring_buffer__new(
+      maps_->drain_due_fd(),
+      [](void* ctx, void*, size_t) -> int {
+        static_cast<std::atomic<uint64_t>*>(ctx)->fetch_add(1, std::memory_order_relaxed);
+        return 0;
+      },
+      &drain_notices_, nullptr);
+  if (!drain_due_) {
+    log().warn("cannot open the drain_due ring buffer ({}): the maps are looked at every {} ms", strerror(errno),
+               kLookIntervalWithoutNotices.count());
+  }
   // A deferred table's retry is a time the main thread waits for too.
   executables_->set_retry_scheduled([this] { notify_collect(); });
   event_loop_ = std::make_unique<EventLoop>([this](const omniprof_event& event) {
     switch (event.type) {
       case OMNIPROF_EVENT_TICK_DUE:
         request_tick(true);
-        return;
-      case OMNIPROF_EVENT_DRAIN_DUE:
-        drain_notices_.fetch_add(1, std::memory_order_relaxed);
-        notify_collect();
         return;
       default:
         processes_->handle_event(event);
@@ -429,6 +438,8 @@ void Agent::stop() {
   if (tick_thread_.joinable()) tick_thread_.join();
   if (events_) ring_buffer__free(events_);
   events_ = nullptr;
+  if (drain_due_) ring_buffer__free(drain_due_);
+  drain_due_ = nullptr;
   process_records_.reset();
   for (bpf_link* link : lifecycle_links_) bpf_link__destroy(link);
   lifecycle_links_.clear();
@@ -496,18 +507,24 @@ void Agent::notify_collect() {
 }
 
 void Agent::arm_drain_notice() {
-  if (!drain_schedule_) return;
+  // Only `run` waits for DRAIN_DUE; `record` drains every second and never
+  // arms it (nor sends BPF's event for nothing).
+  if (!drain_schedule_ || !waits_on_drain_notices_) return;
   auto armed = maps_->arm_drain_thresholds(drain_schedule_->thresholds());
   if (!armed && (drain_notices_armed_ || !drain_notice_tried_)) {
     log().error("{}: the maps are looked at every {} ms until it can be written again", armed.error().message,
                 kLookIntervalWithoutNotices.count());
   }
   drain_notice_tried_ = true;
-  drain_notices_armed_ = static_cast<bool>(armed) && collect_notice_fd_.valid();
+  drain_notices_armed_ = static_cast<bool>(armed) && drain_due_ && collect_notice_fd_.valid();
 }
 
 void Agent::wait_until_collect_due(std::chrono::steady_clock::time_point deadline, int stop_fd) {
   using Clock = std::chrono::steady_clock;
+  if (!waits_on_drain_notices_) {
+    waits_on_drain_notices_ = true;
+    arm_drain_notice();
+  }
   const Clock::time_point now = Clock::now();
   Clock::time_point until = deadline;
   if (!drain_notices_armed_) until = std::min(until, now + kLookIntervalWithoutNotices);
@@ -516,14 +533,19 @@ void Agent::wait_until_collect_due(std::chrono::steady_clock::time_point deadlin
     until = std::max(retry, now + kShortestRetryWait);
   }
   if (until <= now) return;
-  pollfd fds[2] = {{collect_notice_fd_.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  pollfd fds[3] = {{collect_notice_fd_.get(), POLLIN, 0},
+                   {drain_due_ ? ring_buffer__epoll_fd(drain_due_) : -1, POLLIN, 0},
+                   {stop_fd, POLLIN, 0}};
   const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
   // An fd of -1 is skipped by poll; EINTR (a signal) ends the wait early.
-  (void)poll(fds, 2, static_cast<int>(std::min<int64_t>(timeout, std::numeric_limits<int>::max())));
+  (void)poll(fds, 3, static_cast<int>(std::min<int64_t>(timeout, std::numeric_limits<int>::max())));
   if (fds[0].revents & POLLIN) {
     uint64_t count = 0;
     (void)!read(collect_notice_fd_.get(), &count, sizeof(count));
   }
+  // Counted in drain_notices_; a notice sent during the look that follows
+  // stays in the ring and ends the next wait at once.
+  if (fds[1].revents & POLLIN) (void)ring_buffer__consume(drain_due_);
 }
 
 Result<void> Agent::collect_when_due() {

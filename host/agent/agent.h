@@ -167,18 +167,24 @@ class Agent {
   std::atomic<uint64_t> ticks_for_lost_events_{0};  // ticks only read_counters() asked for
   std::atomic<uint64_t> ticks_every_second_{0};      // ticks of kTickInterval alone
   uint64_t events_lost_seen_ = 0;  // OMNIPROF_STAT_EVENTS_LOST at the last read_counters()
-  // Written (an eventfd) when a look at the maps is due before the round's
-  // end: BPF's DRAIN_DUE event, kExitsWaiting exited processes, a consume
-  // of the events ring large enough that it may have been full (a lost
-  // TICK_DUE, read_counters), a deferred unwind table scheduled; the main
-  // thread waits on it (wait_until_collect_due) instead of looking every
-  // second, each look a wake-up and two syscalls (a fifth of the agent's
-  // CPU in issue 19's scene, with nothing to find in nearly every one).
+  // The main thread waits (wait_until_collect_due) instead of looking at
+  // the maps every second, each look a wake-up and two syscalls (a fifth of
+  // the agent's CPU in issue 19's scene, with nothing to find in nearly
+  // every one), on two things. drain_due_: BPF's DRAIN_DUE (the host
+  // object's own ring, so that no other thread's work stands between the
+  // maps filling and their drain). collect_notice_fd_, an eventfd the other
+  // threads write when a look is due for what they saw: kExitsWaiting
+  // exited processes, a consume of the events ring large enough that it may
+  // have been full (a lost TICK_DUE, read_counters), a deferred unwind table
+  // scheduled.
+  ring_buffer* drain_due_ = nullptr;
   UniqueFd collect_notice_fd_;
   void notify_collect();
-  // Arms BPF's DRAIN_DUE at the schedule's thresholds; when that fails the
+  // Arms BPF's DRAIN_DUE at the schedule's thresholds, once the main thread
+  // waits for it (`run`; `record` drains every second); when that fails the
   // main thread looks every kLookIntervalWithoutNotices instead.
   void arm_drain_notice();
+  bool waits_on_drain_notices_ = false;
   bool drain_notices_armed_ = false;
   bool drain_notice_tried_ = false;
   static constexpr std::chrono::milliseconds kLookIntervalWithoutNotices{1000};
@@ -190,7 +196,7 @@ class Agent {
   static constexpr int kEventsRingMayHaveFilled = 2048;
   static constexpr std::chrono::milliseconds kExitsNoticeInterval{1000};
   std::chrono::steady_clock::time_point exits_noticed_at_{};  // the event thread's
-  std::atomic<uint64_t> drain_notices_{0};  // DRAIN_DUE events received
+  std::atomic<uint64_t> drain_notices_{0};  // DRAIN_DUE events read (drain_due_)
   uint64_t collect_looks_ = 0;              // collect_when_due's looks at the maps
   void request_tick(bool on_request);
   std::atomic<bool> stopping_{false};

@@ -9,11 +9,12 @@
 // is due once what one map took in since the last drain passes a quarter of
 // its room. The agent does not look every second to find out: thresholds()
 // gives the totals at which that happens, BPF sends
-// OMNIPROF_EVENT_DRAIN_DUE when one is passed, and the agent looks then (and
-// at the round's end). The maps are sized for seconds of inflow
+// OMNIPROF_EVENT_DRAIN_DUE when one is passed (on a ring the draining
+// thread itself waits on), and the agent looks then (and at the round's
+// end). The maps are sized for seconds of inflow
 // (fitted_stack_traces_entries: four seconds of new deep stacks on every
-// CPU), so the quarter left behind the event's milliseconds on the way
-// loses nothing. A map's room is its capacity, less, for stack_traces, the
+// CPU), so the three quarters of room left outlast the event's milliseconds
+// on the way and the drain. A map's room is its capacity, less, for stack_traces, the
 // fragments the last drain's sweep kept (stacks still sampled: a drain
 // keeps them again, so counting them as inflow made a drain due at nearly
 // every look on a machine whose stacks are many and deep, each such drain

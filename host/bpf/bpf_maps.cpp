@@ -569,5 +569,6 @@ int BpfMaps::map_fd(const std::string& name) const {
 }
 
 int BpfMaps::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfMaps::drain_due_fd() const { return bpf_map__fd(skel_->maps.drain_due); }
 
 }  // namespace omniprof

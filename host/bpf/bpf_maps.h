@@ -124,6 +124,9 @@ class BpfMaps {
   // Arms BPF's OMNIPROF_EVENT_DRAIN_DUE at these totals (one update); it
   // fires once, so each look at the maps arms it again.
   Result<void> arm_drain_thresholds(const omniprof_drain_thresholds& thresholds);
+  // The ring DRAIN_DUE is sent on (the host object's drain_due, apart from
+  // events: the thread that drains reads it).
+  int drain_due_fd() const;
 
   // Creates the inner map at `index` of the shared map-of-maps `name`, shaped
   // like its template, within that map's budget; keeps its fd for life and

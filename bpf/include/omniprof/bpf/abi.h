@@ -367,7 +367,8 @@ enum omniprof_event_type {
    * next 200 ms timer (a short-lived process is gone by then). */
   OMNIPROF_EVENT_TICK_DUE = 5,
   /* The host's own STOP program passed a drain threshold (struct
-   * omniprof_drain_thresholds); pid 0. Plugins never send it. */
+   * omniprof_drain_thresholds); pid 0. Sent on the host object's own
+   * `drain_due` ring, never on `events`; plugins never send it. */
   OMNIPROF_EVENT_DRAIN_DUE = 6,
 };
 

@@ -137,18 +137,16 @@ struct {
 
 #define OMNIPROF_REQUEST_INTERVAL_NS 1000000000ULL
 
-/* 0 when sent; -1 when the ring is full (counted). */
-static __always_inline int omniprof_send_event(__u32 type, __u32 pid) {
+static __always_inline void omniprof_send_event(__u32 type, __u32 pid) {
   struct omniprof_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
   if (!event) {
     omniprof_count(OMNIPROF_STAT_EVENTS_LOST);
-    return -1;
+    return;
   }
   event->type = type;
   event->pid = pid;
   event->ktime_ns = bpf_ktime_get_ns();
   bpf_ringbuf_submit(event, 0);
-  return 0;
 }
 
 /* A rate-limited request to the host (describe this process, re-read its
