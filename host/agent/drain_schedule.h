@@ -1,27 +1,25 @@
 // When `run` moves BPF's samples into the round: as the maps fill, not on a
-// clock. A drain walks every bucket of stack_counts and stack_traces
-// (a batch walk visits the empty ones too), whatever the samples were, so on
-// a machine sampled at 19 Hz a drain a second was most of the agent's steady
-// cost while the maps held a few hundred entries of their tens of thousands.
-//
-// BPF keeps running totals of what it adds (new stack_counts keys,
-// stack_traces fragments, sample_times records: inflow_totals) and a drain
-// is due once what one map took in since the last drain passes a quarter of
-// its room. The agent does not look every second to find out: thresholds()
-// gives the totals at which that happens, BPF sends
-// OMNIPROF_EVENT_DRAIN_DUE when one is passed (on a ring the draining
-// thread itself waits on), and the agent looks then (and at the round's
-// end). The maps are sized for seconds of inflow
-// (fitted_stack_traces_entries: four seconds of new deep stacks on every
-// CPU), so the three quarters of room left outlast the event's milliseconds
-// on the way and the drain. A map's room is its capacity, less, for stack_traces, the
-// fragments the last drain's sweep kept (stacks still sampled: a drain
-// keeps them again, so counting them as inflow made a drain due at nearly
-// every look on a machine whose stacks are many and deep, each such drain
-// freeing nothing). Exited processes waiting for a drain before they are
-// forgotten (ProcessTracker::drained) make one due too once kExitsWaiting of
-// them wait (the event thread tells the agent), so a machine that starts
-// and ends many processes keeps their memory as short as before.
+// clock. A drain walks every bucket of stack_counts and stack_traces (a batch
+// walk visits the empty ones too), whatever the samples were, so on a machine
+// sampled at 19 Hz a drain a second was most of the agent's steady cost while
+// the maps held a few hundred entries of their tens of thousands.  BPF keeps
+// running totals of what it adds (new stack_counts keys, stack_traces
+// fragments, sample_times records: inflow_totals) and a drain is due once what
+// one map took in since the last drain passes a quarter of its room. The agent
+// does not look every second to find out: thresholds() gives the totals at
+// which that happens, BPF sends OMNIPROF_EVENT_DRAIN_DUE when one is passed (on
+// a ring the draining thread itself waits on), and the agent looks then (and at
+// the round's end). The maps are sized for seconds of inflow
+// (fitted_stack_traces_entries: four seconds of new deep stacks on every CPU),
+// so the three quarters of room left outlast the event's milliseconds on the
+// way and the drain. A map's room is its capacity, less, for stack_traces, the
+// fragments the last drain's sweep kept (stacks still sampled: a drain keeps
+// them again, so counting them as inflow made a drain due at nearly every look
+// on a machine whose stacks are many and deep, each such drain freeing
+// nothing). Exited processes waiting for a drain before they are forgotten
+// (ProcessTracker::drained) make one due too once kExitsWaiting of them wait
+// (the event thread tells the agent), so a machine that starts and ends many
+// processes keeps their memory as short as before.
 #ifndef OMNIPROF_HOST_AGENT_DRAIN_SCHEDULE_H
 #define OMNIPROF_HOST_AGENT_DRAIN_SCHEDULE_H
 

@@ -358,16 +358,17 @@ TEST(RunDrainTest, DrainsWhenMapsFillOrExitsWaitNotEverySecond) {
   expect_every_sample_in_a_round(text);
 }
 
-// BPF says when the maps fill (OMNIPROF_EVENT_DRAIN_DUE past the thresholds
-// the agent writes, drain_schedule.h): a process whose every sample is a
-// stack_counts key of its own (thread_names renames its thread between
-// bursts) fills a quarter of a 4096-key stack_counts in two to four seconds
-// at 199 Hz, and `run` drains then, on BPF's word, within rounds of 8 s; no
+// BPF says when the maps fill (OMNIPROF_EVENT_DRAIN_DUE past the thresholds the
+// agent writes, drain_schedule.h): a process whose every sample is a
+// stack_counts key of its own (thread_names renames its thread between bursts)
+// fills a quarter of a 4096-key stack_counts in three to five seconds at 199 Hz
+// (~200 keys a second here, ~300 in an emulated guest with its other
+// processes), and `run` drains then, on BPF's word, within rounds of 8 s; no
 // sample is dropped for a full map or left out. Not the smallest map (1024
 // keys): the main thread names and writes each round, draining nothing
-// meanwhile, and an emulated guest on a host busy with other work took 3 to
-// 10 s over the first round (cold caches) while ~300 keys a second came:
-// 4096 keys hold 13 s of them.
+// meanwhile, and an emulated guest on a host busy with other work took 3 to 10
+// s over the first round (cold caches) while ~300 keys a second came: 4096 keys
+// hold 13 s of them.
 TEST(RunDrainTest, DrainsWhenBpfSaysTheMapsFill) {
   OMNIPROF_REQUIRE_BPF();
   std::string dir = temp_dir("run-drain-notices");
