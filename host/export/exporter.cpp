@@ -113,8 +113,19 @@ void Exporter::drop(DropReason reason, uint64_t rounds, const std::string& why) 
   entry.last = now;
 }
 
-bool Exporter::wait_until(std::unique_lock<std::mutex>& lock, Clock::time_point until) {
-  wakeup_.wait_until(lock, std::min(until, deadline_), [&] { return Clock::now() >= std::min(until, deadline_); });
+bool Exporter::wait_before_retry(std::unique_lock<std::mutex>& lock, milliseconds delay) {
+  const auto now = Clock::now();
+  auto until = now + delay;
+  // While stopping, a sleep takes at most half the time left (and at least
+  // kStopRetryGap, so a backend that refuses at once gets a handful of
+  // attempts, not a spin): the attempts go on until the deadline instead of
+  // one long sleep running past it with the rounds still queued.
+  if (stopping_) until = std::min(until, now + std::max<Clock::duration>((deadline_ - now) / 2, kStopRetryGap));
+  if (until >= deadline_) return false;
+  // A stop arriving during the sleep ends it: the rounds get an attempt now
+  // (the backend may well be back), then the capped sleeps above.
+  const bool stopping_before = stopping_;
+  wakeup_.wait_until(lock, until, [&] { return stopping_ != stopping_before; });
   return Clock::now() < deadline_;
 }
 
@@ -175,7 +186,7 @@ void Exporter::run() {
       } else {
         log().debug("export to {}: attempt {}: {}; retrying in {} ms", name_, attempt, outcome.error, delay.count());
       }
-      if (!wait_until(lock, Clock::now() + delay)) break;
+      if (!wait_before_retry(lock, delay)) break;
       continue;
     }
     if (attempt > 0 && outcome.status == SendOutcome::Status::kSent) {

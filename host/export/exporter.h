@@ -8,7 +8,9 @@
 // entries oldest first. A send that fails with a code the protocol calls
 // retryable is tried again after an exponential backoff with jitter (or the
 // server's Retry-After, if longer), until it succeeds, its round has waited
-// longer than retry_max, or shutdown's deadline passes. At most queue_rounds
+// longer than retry_max, or shutdown's deadline passes. A shutdown during a
+// backoff tries at once, then at most every half of the time left, so rounds
+// are not lost to a sleep that outlasts the deadline. At most queue_rounds
 // rounds wait; submitting one more drops the oldest. Every round lost is
 // counted by why (stats()), and logged at most once a minute per reason with
 // how many were lost since the last line.
@@ -123,12 +125,16 @@ class Exporter {
   };
   enum class DropReason { kQueueFull, kRejected, kRetriesExhausted, kShutdown, kNotEncodable };
 
+  static constexpr std::chrono::milliseconds kStopRetryGap{250};
+
   void run();
   // Under mutex_: counts the drop and logs it, at most once a minute per reason.
   void drop(DropReason reason, uint64_t rounds, const std::string& why);
-  // Waits until `until` or shutdown's deadline, whichever is first; false if
-  // the deadline passed (mutex_ held through `lock`).
-  bool wait_until(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point until);
+  // Sleeps `delay` before the next attempt at a round (mutex_ held through
+  // `lock`). A stop ends the sleep at once; while stopping, a sleep is at most
+  // half the time left before the deadline. False if no attempt fits before
+  // the deadline.
+  bool wait_before_retry(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds delay);
   std::chrono::milliseconds backoff(int attempt, std::chrono::milliseconds retry_after);
 
   std::unique_ptr<ExportDestination> destination_;

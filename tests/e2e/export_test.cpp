@@ -249,7 +249,11 @@ uint64_t last_counter(const std::string& log, const std::string& counter) {
 // failed attempts are spaced as the backoff says (1 s doubling up to 30 s,
 // jittered 0.5-1.5x). From the first attempt, not from the receiver's
 // start: in an emulated guest the agent's start took longer than 20 s and
-// met no outage at all (5.10, 2026-12-06).
+// met no outage at all (5.10, 2026-12-06). 14 rounds of 2 s put the stop
+// several seconds after the outage, so every failed attempt is one of the
+// backoff's (a stop cuts a backoff short: tests/unit/otlp_export_test.cpp);
+// with 12, a backoff sleep that ran past the 20 s shutdown wait lost every
+// queued round (host, 2026-12-07).
 TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
   OMNIPROF_REQUIRE_BPF();
   testing_support::Receiver receiver;
@@ -266,7 +270,7 @@ TEST(ExportTest, AnOutageOfTwentySecondsLosesNoRound) {
   const std::string dir = temp_dir("export-outage");
   const std::string profiles = dir + "/profiles", config = dir + "/omniprof.yaml";
   fs::create_directories(profiles);
-  constexpr int kRounds = 12;
+  constexpr int kRounds = 14;
   std::ofstream(config) << "round_seconds: 2\nsampling:\n  frequency_hz: " << kFrequencyHz << "\n"
                         << "pids: [" << workload_process.pid() << "]\n"
                         << "output:\n  directory: " << profiles << "\n"

@@ -317,6 +317,65 @@ TEST_P(OtlpDelivery, AnOutageLosesNoRoundWithinTheQueue) {
   EXPECT_EQ(stats.retries, failed_at.size());
 }
 
+// A stop while the exporter sleeps a long backoff: it tries at once, then
+// every half of the time left, so a backend back before the deadline gets
+// the round (a sleep of 10-30 s here would otherwise outlast the 4 s wait
+// and drop it).
+TEST_P(OtlpDelivery, AStopDuringABackoffKeepsTryingUntilItsDeadline) {
+  receiver_.answer = [](std::chrono::milliseconds at) {
+    testing_support::Receiver::Answer a;
+    if (at < 1500ms) {
+      a.http_status = 503;
+      a.grpc_code = grpc::StatusCode::UNAVAILABLE;
+    }
+    return a;
+  };
+  ExporterSettings settings;
+  settings.backoff_initial = 20s;
+  auto exporter = exporter_to(endpoint(), GetParam(), settings);
+  exporter->submit(round_numbered(1));
+  const auto began = Clock::now();
+  while (exporter->stats().send_failures < 1 && Clock::now() - began < 10s) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(exporter->stats().send_failures, 1u);
+  const auto stopping = Clock::now();
+  exporter->shutdown(4s);
+  EXPECT_LT(Clock::now() - stopping, 4s);
+  ExporterStats stats = exporter->stats();
+  EXPECT_EQ(stats.rounds_sent, 1u);
+  EXPECT_EQ(stats.dropped_shutdown, 0u);
+  // The first attempt, one at the stop (still in the outage), one after.
+  EXPECT_EQ(receiver_.arrivals().size(), 3u);
+}
+
+// A backend that stays down through a stop: a handful of attempts spread
+// over the wait (not a spin), then the round is counted as lost at the stop.
+TEST_P(OtlpDelivery, AStopWithTheBackendDownEndsAtItsDeadlineAfterAFewAttempts) {
+  receiver_.answer = [](std::chrono::milliseconds) {
+    testing_support::Receiver::Answer a;
+    a.http_status = 503;
+    a.grpc_code = grpc::StatusCode::UNAVAILABLE;
+    return a;
+  };
+  ExporterSettings settings;
+  settings.backoff_initial = 20s;
+  auto exporter = exporter_to(endpoint(), GetParam(), settings);
+  exporter->submit(round_numbered(1));
+  const auto began = Clock::now();
+  while (exporter->stats().send_failures < 1 && Clock::now() - began < 10s) std::this_thread::sleep_for(10ms);
+  const auto stopping = Clock::now();
+  exporter->shutdown(2s);
+  const auto took = Clock::now() - stopping;
+  EXPECT_GE(took, 1500ms);
+  EXPECT_LT(took, 2500ms);
+  ExporterStats stats = exporter->stats();
+  EXPECT_EQ(stats.rounds_sent, 0u);
+  EXPECT_EQ(stats.dropped_shutdown, 1u);
+  // At the stop, then 1, 0.5 and 0.25 s later (half the time left each).
+  const size_t after_stop = receiver_.arrivals().size() - 1;
+  EXPECT_GE(after_stop, 3u);
+  EXPECT_LE(after_stop, 5u);
+}
+
 TEST_P(OtlpDelivery, APermanentRefusalDropsTheRoundAndCountsIt) {
   receiver_.answer = [](auto) {
     testing_support::Receiver::Answer a;
