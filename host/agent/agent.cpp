@@ -14,13 +14,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <fstream>
 #include <limits>
 #include <unordered_set>
 
 #include "common/clock.h"
-#include "common/directory_listing.h"
 #include "common/thread_priority.h"
 #include "bpf/bpf_support.h"
 #include "entry.skel.h"
@@ -94,45 +91,6 @@ PluginHostOptions plugin_options(const Config& config, const InstallLayout& layo
 
 Agent::Agent(Config config, bool bpf_stats)
     : config_(std::move(config)), layout_(InstallLayout::from_executable()), bpf_stats_(bpf_stats) {}
-
-namespace {
-
-// Bytes of kernel memory charged for the BPF maps this process holds
-// (memlock in each map fd's fdinfo), each map counted once however many fds
-// (host object, plugin objects reusing it) refer to it.
-uint64_t bpf_map_memory() {
-  std::map<uint64_t, uint64_t> by_map;
-  auto entries = list_directory("/proc/self/fd");
-  if (!entries) {
-    // The figure is for the metrics page; say why it is missing, keep going.
-    log().warn("host.bpf_map_bytes: {}", entries.error().message);
-    return 0;
-  }
-  for (const fs::path& entry : *entries) {
-    // Most descriptors are the executables held open: a readlink tells a
-    // map from them, cheaper than opening and reading each one's fdinfo.
-    char target[64];
-    const ssize_t n = readlink(entry.c_str(), target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (std::strcmp(target, "anon_inode:bpf-map") != 0) continue;
-    std::ifstream in("/proc/self/fdinfo/" + entry.filename().string());
-    std::string line;
-    uint64_t memlock = 0, id = 0;
-    bool is_map = false;
-    while (std::getline(in, line)) {
-      if (line.rfind("map_type:", 0) == 0) is_map = true;
-      if (line.rfind("memlock:", 0) == 0) memlock = std::strtoull(line.c_str() + 8, nullptr, 10);
-      if (line.rfind("map_id:", 0) == 0) id = std::strtoull(line.c_str() + 7, nullptr, 10);
-    }
-    if (is_map) by_map[id] = memlock;
-  }
-  uint64_t total = 0;
-  for (const auto& [id, bytes] : by_map) total += bytes;
-  return total;
-}
-
-}  // namespace
 
 Agent::~Agent() { stop(); }
 
@@ -699,14 +657,19 @@ std::vector<StatLine> Agent::stats() const {
     }
   }
   // A map's charge is fixed when it is made, and the agent makes maps at
-  // start and as unwind shards grow: the scan of every descriptor (about a
-  // millisecond on a machine with a few hundred executables open) is redone
-  // when a shard was added, else at most once a minute.
+  // start and as unwind shards grow: the scan of every descriptor (a
+  // readlink each, a bpf() per map; BpfMapMemory) is redone when a shard
+  // was added, else at most once a minute.
   const auto now = std::chrono::steady_clock::now();
   const uint32_t shards = maps_->inner_maps(OMNIPROF_MAP_UNWIND_SHARDS);
   if (map_bytes_read_at_ == std::chrono::steady_clock::time_point{} || shards != map_bytes_shards_ ||
       now - map_bytes_read_at_ >= kMapBytesRefresh) {
-    map_bytes_ = bpf_map_memory();
+    if (auto bytes = map_memory_.measure()) {
+      map_bytes_ = *bytes;
+    } else {
+      // The figure is for the metrics page; say why it is stale, keep going.
+      log().warn("host.bpf_map_bytes: {}", bytes.error().message);
+    }
     map_bytes_read_at_ = now;
     map_bytes_shards_ = shards;
   }

@@ -21,6 +21,7 @@
 #include "agent/round_samples.h"
 #include "common/install_layout.h"
 #include "bpf/bpf_maps.h"
+#include "bpf/map_memory.h"
 #include "bpf/perf_sampler.h"
 #include "omniprof/support/result.h"
 #include "omniprof/support/unique_fd.h"
@@ -205,6 +206,7 @@ class Agent {
   mutable uint64_t map_bytes_ = 0;
   mutable std::chrono::steady_clock::time_point map_bytes_read_at_{};
   mutable uint32_t map_bytes_shards_ = 0;
+  mutable BpfMapMemory map_memory_;
   static constexpr std::chrono::seconds kMapBytesRefresh{60};
   // The start-up scan runs here, so that record can say how far it is and
   // bound its wait (startup.unwind_tables_wait_seconds).
