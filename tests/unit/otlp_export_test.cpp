@@ -244,6 +244,25 @@ std::unique_ptr<Exporter> exporter_to(const std::string& endpoint, const std::st
 class OtlpDelivery : public ::testing::TestWithParam<std::string> {
  protected:
   std::string endpoint() const { return GetParam() == "grpc" ? receiver_.grpc_endpoint() : receiver_.http_endpoint(); }
+  // An exporter whose one round was refused once (UNAVAILABLE / 503 until
+  // `outage` from the receiver's start), now in a backoff of 10-30 s.
+  std::unique_ptr<Exporter> refused_once_then_backing_off(std::chrono::milliseconds outage) {
+    receiver_.answer = [outage](std::chrono::milliseconds at) {
+      testing_support::Receiver::Answer a;
+      if (at < outage) {
+        a.http_status = 503;
+        a.grpc_code = grpc::StatusCode::UNAVAILABLE;
+      }
+      return a;
+    };
+    ExporterSettings settings;
+    settings.backoff_initial = 20s;
+    auto exporter = exporter_to(endpoint(), GetParam(), settings);
+    exporter->submit(round_numbered(1));
+    const auto began = Clock::now();
+    while (exporter->stats().send_failures < 1 && Clock::now() - began < 10s) std::this_thread::sleep_for(10ms);
+    return exporter;
+  }
   testing_support::Receiver receiver_;
 };
 
@@ -322,20 +341,7 @@ TEST_P(OtlpDelivery, AnOutageLosesNoRoundWithinTheQueue) {
 // the round (a sleep of 10-30 s here would otherwise outlast the 4 s wait
 // and drop it).
 TEST_P(OtlpDelivery, AStopDuringABackoffKeepsTryingUntilItsDeadline) {
-  receiver_.answer = [](std::chrono::milliseconds at) {
-    testing_support::Receiver::Answer a;
-    if (at < 1500ms) {
-      a.http_status = 503;
-      a.grpc_code = grpc::StatusCode::UNAVAILABLE;
-    }
-    return a;
-  };
-  ExporterSettings settings;
-  settings.backoff_initial = 20s;
-  auto exporter = exporter_to(endpoint(), GetParam(), settings);
-  exporter->submit(round_numbered(1));
-  const auto began = Clock::now();
-  while (exporter->stats().send_failures < 1 && Clock::now() - began < 10s) std::this_thread::sleep_for(10ms);
+  auto exporter = refused_once_then_backing_off(1500ms);
   ASSERT_EQ(exporter->stats().send_failures, 1u);
   const auto stopping = Clock::now();
   exporter->shutdown(4s);
@@ -350,18 +356,8 @@ TEST_P(OtlpDelivery, AStopDuringABackoffKeepsTryingUntilItsDeadline) {
 // A backend that stays down through a stop: a handful of attempts spread
 // over the wait (not a spin), then the round is counted as lost at the stop.
 TEST_P(OtlpDelivery, AStopWithTheBackendDownEndsAtItsDeadlineAfterAFewAttempts) {
-  receiver_.answer = [](std::chrono::milliseconds) {
-    testing_support::Receiver::Answer a;
-    a.http_status = 503;
-    a.grpc_code = grpc::StatusCode::UNAVAILABLE;
-    return a;
-  };
-  ExporterSettings settings;
-  settings.backoff_initial = 20s;
-  auto exporter = exporter_to(endpoint(), GetParam(), settings);
-  exporter->submit(round_numbered(1));
-  const auto began = Clock::now();
-  while (exporter->stats().send_failures < 1 && Clock::now() - began < 10s) std::this_thread::sleep_for(10ms);
+  auto exporter = refused_once_then_backing_off(std::chrono::hours(1));
+  ASSERT_EQ(exporter->stats().send_failures, 1u);
   const auto stopping = Clock::now();
   exporter->shutdown(2s);
   const auto took = Clock::now() - stopping;
