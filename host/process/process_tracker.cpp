@@ -1044,10 +1044,22 @@ void ProcessTracker::end_round(bool every_exit_seen) {
     prune_earlier_images_locked([&](int32_t, const EarlierImage& earlier) { return earlier.replaced_at_drain >= drains_; });
     for (auto it = processes_.begin(); it != processes_.end();) {
       // A claimed pid is being republished: it is looked at next round.
-      bool gone = !claimed_.count(it->first) &&
-                  (it->second->exited ||
-                   (!every_exit_seen && access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0));
-      if (gone) {
+      if (claimed_.count(it->first)) {
+        ++it;
+        continue;
+      }
+      // Gone with no exit noted (no process records, or some lost): noted
+      // now, and kept like any other exit below.
+      if (!it->second->exited && !every_exit_seen && access(fmt::format("/proc/{}", it->first).c_str(), F_OK) != 0) {
+        mark_exited_locked(it->first);
+      }
+      // An exit noted since the drain before the round's last may have
+      // samples still in BPF, taken after the last drain read the maps:
+      // they belong to the next round, which names them by this snapshot.
+      // Forgotten then (drained(), or the next round's end), as in drained().
+      // Forgotten here, such samples were named as of an unknown process
+      // (0.5% of the samples under `run` with ~400 short processes a second).
+      if (it->second->exited && exit_settled_locked(it->first)) {
         it = forget_locked(it, forgotten);
       } else {
         ++it;
@@ -1073,9 +1085,9 @@ void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_rou
         [&](int32_t, const EarlierImage& earlier) { return earlier.replaced_at_drain + 1 >= drains_; });
     for (auto it = exit_noted_at_drain_.begin(); it != exit_noted_at_drain_.end();) {
       const int32_t pid = it->first;
-      // Its exit noted before the previous drain began: every sample it
-      // took is in the round now. None: nothing will be named after it.
-      if (it->second + 1 >= drains_ || sampled_this_round.count(pid) || claimed_.count(pid)) {
+      // None in the round, and none still in BPF (exit_settled_locked):
+      // nothing will be named after it.
+      if (!exit_settled_locked(pid) || sampled_this_round.count(pid) || claimed_.count(pid)) {
         ++it;
         continue;
       }
@@ -1086,6 +1098,14 @@ void ProcessTracker::drained(const std::unordered_set<int32_t>& sampled_this_rou
     }
   }
   let_go(forgotten);
+}
+
+bool ProcessTracker::exit_settled_locked(int32_t pid) const {
+  // Its exit noted before the previous drain began: every sample it took
+  // has been drained. (Noted during a drain, a sample taken before the exit
+  // may be in a bucket that drain had passed: the next drain has it.)
+  auto noted = exit_noted_at_drain_.find(pid);
+  return noted == exit_noted_at_drain_.end() || noted->second + 1 < drains_;
 }
 
 size_t ProcessTracker::exits_awaiting_drain() const {

@@ -147,9 +147,12 @@ class ProcessTracker {
   // current image (by_pid) and the ones it replaced (earlier_by_pid): what
   // a drain chooses its new samples' images from (RoundSamples::pin_images).
   KnownProcesses recent_images() const;
-  // Called after a round's profile is built: forgets processes that exited.
-  // Those whose exit it was not told of are found by asking /proc, unless
-  // `every_exit_seen` (process records, none missed this round).
+  // Called after a round's profile is built: forgets processes that exited
+  // before the drain before the round's last (exit_settled_locked); one that
+  // exited since is kept for the samples of it the next round drains, and
+  // forgotten by a later drained() or end_round(). Those whose exit it was
+  // not told of are found by asking /proc, unless `every_exit_seen`
+  // (process records, none missed this round), and noted as exited now.
   void end_round(bool every_exit_seen = false);
   // Called after each drain of the BPF maps with the pids the round has
   // samples of: a process whose exit was noted before the previous drain
@@ -334,6 +337,9 @@ class ProcessTracker {
   std::atomic<bool> fork_copies_{false};
   uint64_t drains_ = 0;  // under mutex_
   std::unordered_map<int32_t, uint64_t> exit_noted_at_drain_;  // under mutex_: drains_ when its exit was noted
+  // Under mutex_: every sample of the exited `pid` has been drained (its
+  // exit noted before the previous drain began, or never noted).
+  bool exit_settled_locked(int32_t pid) const;
   std::chrono::steady_clock::time_point last_process_info_warning_{};  // under mutex_
   // Execs whose mappings have not come yet, and forked children held
   // (RecordView::fork_held_since_ns): the event thread's alone.

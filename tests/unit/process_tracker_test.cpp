@@ -83,10 +83,13 @@ class SleepingChild {
     char* argv[] = {arg0, arg1, nullptr};
     if (posix_spawn(&pid_, "/bin/sleep", nullptr, nullptr, argv, environ) != 0) pid_ = -1;
   }
-  ~SleepingChild() {
+  ~SleepingChild() { stop(); }
+  // Kills and reaps it (pid() is -1 after).
+  void stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
   pid_t pid() const { return pid_; }
 
@@ -238,11 +241,60 @@ TEST_F(ProcessTrackerLockTest, ExitDuringDescribeIsAppliedAfterThePublish) {
   auto snapshot = tracker_.get(self);
   ASSERT_NE(snapshot, nullptr);
   EXPECT_TRUE(snapshot->exited);
-  tracker_.end_round();  // exited: forgotten, its references dropped
+  // The round's drains (after the exit's), then its end: forgotten, its
+  // references dropped.
+  tracker_.drained({self});
+  tracker_.drained({self});
+  tracker_.end_round();
   EXPECT_EQ(tracker_.size(), 1u);
   for (uint64_t file_id : file_ids_of(*snapshot)) {
     EXPECT_EQ(executables_.references(file_id), child_files().count(file_id)) << file_id;
   }
+}
+
+// A process that exits after the drain before the round's last may have
+// samples still in BPF (taken after the last drain read the maps): they are
+// the next round's, so the round's end keeps it, and a drain that has them
+// all forgets it. Forgotten at the round's end, `run` named such samples as
+// of an unknown process.
+TEST_F(ProcessTrackerLockTest, AnExitAfterTheRoundsLastDrainButOneIsKeptForTheNextRound) {
+  const int32_t self = getpid();
+  ASSERT_NE(tracker_.get(self), nullptr);
+  tracker_.drained({self});
+  omniprof_event exit_event{};
+  exit_event.type = OMNIPROF_EVENT_EXIT;
+  exit_event.pid = static_cast<uint32_t>(self);
+  tracker_.handle_event(exit_event);
+  tracker_.drained({self});  // the round's last drain
+  tracker_.end_round(true);
+  const ProcessSnapshot* kept = tracker_.snapshot()->find(self);
+  ASSERT_NE(kept, nullptr) << "forgotten with samples of it possibly still in BPF";
+  EXPECT_TRUE(kept->exited);
+  tracker_.drained({});  // the next round's first: every sample of it drained, none in this round
+  EXPECT_EQ(tracker_.snapshot()->find(self), nullptr);
+  EXPECT_EQ(tracker_.size(), 1u);
+}
+
+// Without process records, a process found gone at the round's end (no exit
+// noted) is noted as exited then and kept likewise, until a drain after
+// which none of its samples can be in BPF.
+TEST_F(ProcessTrackerLockTest, AProcessFoundGoneAtTheRoundsEndIsKeptUntilItsSamplesAreDrained) {
+  SleepingChild other;
+  const pid_t gone = other.pid();
+  ASSERT_GT(gone, 0);
+  ASSERT_NE(tracker_.get(gone), nullptr);
+  other.stop();
+  tracker_.drained({gone});
+  tracker_.end_round(false);
+  const ProcessSnapshot* kept = tracker_.snapshot()->find(gone);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_TRUE(kept->exited);
+  tracker_.drained({gone});
+  tracker_.drained({gone});  // sampled in this round: kept for its naming
+  ASSERT_NE(tracker_.snapshot()->find(gone), nullptr);
+  tracker_.end_round(false);
+  EXPECT_EQ(tracker_.snapshot()->find(gone), nullptr);
+  EXPECT_EQ(tracker_.size(), 1u);  // child_
 }
 
 // A mapped file that cannot be opened as mapped (here a character device

@@ -255,9 +255,12 @@ TEST(ProfileAssemblerTest, SecondRoundNamesFramesFromTheSymbolCache) {
   EXPECT_EQ(assembler.symbol_cache().stats().misses, 2u);
   EXPECT_EQ(assembler.symbol_cache().stats().hits, 2u);
 
-  // The process is forgotten (exit, end of round): its files leave the
-  // cache when the next round starts.
+  // The process is forgotten (its exit, then the drains that have every
+  // sample it took, then the round's end): its files leave the cache when
+  // the next round starts.
   processes.handle_event(omniprof_event{OMNIPROF_EVENT_EXIT, static_cast<uint32_t>(getpid()), 0});
+  processes.drained({getpid()});
+  processes.drained({getpid()});
   processes.end_round();
   RoundSamples empty;
   (void)assembler.assemble(empty, *processes.snapshot(), 1000, 0, 1);
