@@ -13,11 +13,11 @@ constexpr size_t kMaxGzipBytes = INT_MAX;
 
 // gzip (not raw deflate or zlib framing): what `go tool pprof` and every other
 // pprof reader expect of a .pb.gz file.
-Result<std::string> gzip_compress(const std::string& data) {
+Result<std::string> gzip_compress(const std::string& data, int level) {
+  static_assert(kGzipLevel == Z_BEST_SPEED && kGzipLevelDefault == 6);
   z_stream stream{};
   // windowBits 15 + 16 selects the gzip wrapper; memLevel 8 is zlib's default.
-  const int init =
-      deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  const int init = deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
   if (init != Z_OK) return make_error("deflateInit2 failed (" + std::to_string(init) + ")");
   std::string out;
   out.resize(deflateBound(&stream, data.size()));

@@ -8,8 +8,17 @@
 
 namespace omniprof {
 
-// The gzip encoding of `data` (below 2 GiB: protobuf's message limit).
-Result<std::string> gzip_compress(const std::string& data);
+// zlib's fastest level, the one Go's runtime/pprof writes profiles with.
+// `run` compresses each round on the thread that drains and names them: at
+// zlib's default (6) that was ~10% of its CPU in issue 19's interpreter
+// scene (perf); level 1 takes about a third of the time for ~7% more bytes
+// (bench/export_cost prints both).
+constexpr int kGzipLevel = 1;
+constexpr int kGzipLevelDefault = 6;  // zlib's Z_DEFAULT_COMPRESSION, for comparison
+
+// The gzip encoding of `data` (below 2 GiB: protobuf's message limit) at
+// zlib level `level` (0-9).
+Result<std::string> gzip_compress(const std::string& data, int level = kGzipLevel);
 // Whether `data` starts with the gzip magic bytes.
 bool has_gzip_magic(const std::string& data);
 // Decompresses gzip data (several members back to back are accepted, as Go's

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/gzip.h"
 #include "profile/frame_type.h"
 #include "profile/pprof_reader.h"
 #include "profile/profile_builder.h"
@@ -302,6 +303,23 @@ TEST_F(PprofTest, GzipRoundTripPreservesEveryField) {
   EXPECT_EQ(idle->values, (std::vector<int64_t>{1, kPeriodNs}));
   EXPECT_EQ(idle->num_labels, (std::map<std::string, int64_t>{{"pid", 0}, {"tid", 0}}));
   EXPECT_EQ(idle->str_labels.at("comm"), "swapper/0");
+}
+
+// Written at zlib's fastest level (common/gzip.h): the gzip header's XFL
+// byte is 4 for it (RFC 1952, 2.3.1), 0 at zlib's default level. Read back
+// whole by the test above.
+TEST_F(PprofTest, ProfilesAreCompressedAtZlibsFastestLevel) {
+  SampleProfile p;
+  Result<std::string> gzipped = p.builder.encode_gzip();
+  ASSERT_TRUE(gzipped.ok()) << gzipped.error().message;
+  ASSERT_GE(gzipped->size(), 10u);
+  EXPECT_EQ(static_cast<unsigned char>((*gzipped)[8]), 4) << "XFL: not the fastest level";
+  Result<std::string> default_level = gzip_compress(p.builder.serialize(), kGzipLevelDefault);
+  ASSERT_TRUE(default_level.ok());
+  EXPECT_EQ(static_cast<unsigned char>((*default_level)[8]), 0);
+  Result<std::string> back = gzip_decompress(*gzipped);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, p.builder.serialize());
 }
 
 TEST_F(PprofTest, ReadsUncompressedProfile) {
