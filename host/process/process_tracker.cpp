@@ -511,6 +511,19 @@ std::shared_ptr<const ProcessSnapshot> ProcessTracker::refresh_for_unknown_addre
         noted_ns != 0 && it != processes_.end() && read != mappings_read_ns_.end() && read->second > noted_ns) {
       return it->second;
     }
+    // The records read since the note hold every mapping made before it,
+    // and the process's view from them is published or about to be (held
+    // for its exec's last mapping): the walk ran before it was. Only once
+    // per process: a second note means the records miss a mapping (the
+    // kernel lost a record), and /proc has it.
+    if (noted_ns != 0 && it != processes_.end() && !it->second->exited && records_active_.load() &&
+        records_read_ns_.load() > noted_ns && notes_answered_by_records_.insert(pid).second) {
+      stats_.notes_answered_by_records++;
+      std::shared_ptr<const ProcessSnapshot> current = it->second;
+      lock.unlock();
+      allow_notes_again(pid);
+      return current;
+    }
     if (it != processes_.end() && claimed_.count(pid)) {
       // Being described, re-read or refreshed already; the event thread does
       // not wait for its table builds. That read may have begun before what
@@ -853,8 +866,9 @@ int ProcessTracker::ms_until_due() const {
   return static_cast<int>(std::min<int64_t>((*due_ns + 999'999) / 1'000'000, INT32_MAX));
 }
 
-void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records) {
+void ProcessTracker::apply_records(const std::vector<ProcessRecord>& records, uint64_t read_began_ns) {
   records_active_ = true;
+  if (read_began_ns != 0) records_read_ns_ = read_began_ns;
   read_deferred_facts();
   // The processes these records touch, each published once at the end.
   std::unordered_map<int32_t, RecordView> views;
@@ -1119,6 +1133,7 @@ std::unordered_map<int32_t, std::shared_ptr<ProcessSnapshot>>::iterator ProcessT
     std::vector<std::shared_ptr<ProcessSnapshot>>& forgotten) {
   last_refresh_.erase(it->first);
   mappings_read_ns_.erase(it->first);
+  notes_answered_by_records_.erase(it->first);
   exit_noted_at_drain_.erase(it->first);
   // An exited process's entry went when its exit was noted (mark_exited_locked).
   if (maps_ && !it->second->exited) maps_->delete_process_info(it->first);

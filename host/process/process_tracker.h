@@ -36,6 +36,9 @@ struct ProcessTrackerStats {
   uint64_t gone_before_read = 0;  // exited before the host could read them
   uint64_t process_info_errors = 0;  // process_info map full or write failed
   uint64_t maps_refreshes = 0;    // re-reads for addresses outside known mappings (dlopen)
+  // BPF's notes of a pc in no known mapping that the records read since
+  // answered, with no read of /proc (apply_records).
+  uint64_t notes_answered_by_records = 0;
   // Without process records: re-reads of an exec'd process a while after
   // BPF's exec notice (kExecRereadDelays, six), for what ld.so mapped after the
   // read at the notice; and those not queued (kMaxExecRereads queued).
@@ -123,7 +126,11 @@ class ProcessTracker {
   // inode, so a process gone by now is still described and its samples
   // named); an exit marks it exited. Once called, exec notices from BPF
   // (OMNIPROF_EVENT_EXEC) are left to the records.
-  void apply_records(const std::vector<ProcessRecord>& records);
+  // `read_began_ns` (CLOCK_MONOTONIC; 0: not known) is when the read of
+  // these records began: every mapping made before it is in them, so a note
+  // of a pc in no known mapping taken before it is answered by them
+  // (refresh_for_unknown_address).
+  void apply_records(const std::vector<ProcessRecord>& records, uint64_t read_began_ns = 0);
   // Milliseconds (rounded up) until there is work no record or BPF event
   // brings: a deferred facts read (kFactsDelay) or a held exec view's wait
   // (apply_records), or an exec'd process's re-read (reread_execs_due); -1
@@ -326,6 +333,11 @@ class ProcessTracker {
   // CLOCK_MONOTONIC when the latest read of each process's mappings began;
   // under mutex_.
   std::unordered_map<int32_t, uint64_t> mappings_read_ns_;
+  // When the latest read of the records began (apply_records), and the
+  // processes one of BPF's notes was answered for by the records: a second
+  // note of one reads /proc (a record the kernel lost).
+  std::atomic<uint64_t> records_read_ns_{0};
+  std::unordered_set<int32_t> notes_answered_by_records_;
   // New mappings published for `pid` (an exec, a re-read that found others):
   // a walk may find a pc outside them too (ld.so's libraries mapped after the
   // read), so BPF may say so at once rather than a second after its last
