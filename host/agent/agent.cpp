@@ -223,9 +223,18 @@ Result<void> Agent::start() {
     event_loop_->run(
         [this](int timeout_ms) {
           epoll_event ready[4];
-          int n = epoll_wait(event_epoll_.get(), ready, 4, timeout_ms);
+          const bool paced = process_records_ && records_pacing_.storm();
+          if (paced) {
+            // A storm of process records: read on the clock, not at each
+            // record (agent/records_pacing.h); never past what is due.
+            const auto now = std::chrono::steady_clock::now();
+            const auto until = std::min(records_pacing_.next_read_at(), now + std::chrono::milliseconds(timeout_ms));
+            if (until > now) std::this_thread::sleep_until(until);
+            event_thread_paced_reads_.fetch_add(1, std::memory_order_relaxed);
+          }
+          int n = epoll_wait(event_epoll_.get(), ready, 4, paced ? 0 : timeout_ms);
           if (n < 0) return -errno;
-          if (n > 0) event_thread_wakes_.fetch_add(1, std::memory_order_relaxed);
+          if (n > 0 && !paced) event_thread_wakes_.fetch_add(1, std::memory_order_relaxed);
           for (int i = 0; i < n; ++i) {
             if (ready[i].data.fd == event_loop_->wake_fd()) event_loop_->clear_wake();
           }
@@ -233,9 +242,11 @@ Result<void> Agent::start() {
           // no known mapping) is often one they describe.
           int handled = 0;
           if (process_records_) {
+            const uint64_t read_began_ns = monotonic_ns();
             process_records_->drain(records_drained_);
-            processes_->apply_records(records_drained_);  // also when empty: deferred reads are due
+            processes_->apply_records(records_drained_, read_began_ns);  // also when empty: deferred reads are due
             handled = static_cast<int>(records_drained_.size());
+            records_pacing_.read(std::chrono::steady_clock::now(), records_drained_.size());
           } else {
             processes_->reread_execs_due();
           }
@@ -693,7 +704,9 @@ std::vector<StatLine> Agent::stats() const {
            {"host.processes_gone_before_read", ps.gone_before_read},
            {"host.process_info_errors", ps.process_info_errors},
            {"host.maps_refreshes", ps.maps_refreshes},
+           {"host.notes_answered_by_records", ps.notes_answered_by_records},
            {"host.event_thread_wakes", event_thread_wakes_.load(std::memory_order_relaxed)},
+           {"host.event_thread_paced_reads", event_thread_paced_reads_.load(std::memory_order_relaxed)},
            {"host.exec_rereads", ps.exec_rereads},
            {"host.exec_rereads_dropped", ps.exec_rereads_dropped},
            {"host.mappings_truncated", ps.mappings_truncated},

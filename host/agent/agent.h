@@ -18,6 +18,7 @@
 #include "agent/event_loop.h"
 #include "agent/drain_schedule.h"
 #include "agent/profile_assembler.h"
+#include "agent/records_pacing.h"
 #include "agent/round_samples.h"
 #include "common/install_layout.h"
 #include "bpf/bpf_maps.h"
@@ -142,7 +143,9 @@ class Agent {
   std::unique_ptr<ProcessRecordStream> process_records_;
   // Returns of the event thread's epoll_wait with something ready (not its
   // timeouts): under process churn, its wake-ups per process started.
-  std::atomic<uint64_t> event_thread_wakes_{0};
+  std::atomic<uint64_t> event_thread_wakes_{0};  // returns of its wait with something ready
+  std::atomic<uint64_t> event_thread_paced_reads_{0};  // its reads on the clock in a storm of records
+  RecordsPacing records_pacing_;  // the event thread's
   std::vector<ProcessRecord> records_drained_;  // the event thread's: each drain's records, its capacity kept
   uint64_t records_missed_at_round_end_ = 0;    // process records lost or malformed, as of the last round's end
   UniqueFd event_epoll_;  // the events ring buffer, the process records, the event loop's eventfd
