@@ -105,8 +105,11 @@ Result<void> Agent::start() {
   const uint32_t stack_traces_entries = config_.stack_traces_entries
                                             ? config_.stack_traces_entries
                                             : fitted_stack_traces_entries(cpus, config_.frequency_hz);
-  MapSizes sizes{stack_traces_entries, config_.stack_counts_entries, config_.process_entries,
-                 config_.unwind_memory_mb, config_.executable_entries};
+  const uint32_t stack_counts_entries = config_.stack_counts_entries
+                                            ? config_.stack_counts_entries
+                                            : fitted_stack_counts_entries(cpus, config_.frequency_hz, config_.round_seconds);
+  MapSizes sizes{stack_traces_entries, stack_counts_entries, config_.process_entries, config_.unwind_memory_mb,
+                 config_.executable_entries};
   if (auto r = maps_->adjust_map_sizes(sizes); !r) return r;
   maps_->enable_pid_filter(!config_.pids.empty());
   // OTLP carries each sample's time (pprof has no place for one): only then
@@ -119,7 +122,7 @@ Result<void> Agent::start() {
     sample_time_records = static_cast<uint64_t>(cpus) * config_.frequency_hz * 4;
     if (auto r = maps_->record_sample_times(sample_time_records * record_bytes); !r) return r;
   }
-  drain_schedule_.emplace(config_.stack_counts_entries, stack_traces_entries, sample_time_records);
+  drain_schedule_.emplace(stack_counts_entries, stack_traces_entries, sample_time_records);
   if (auto r = maps_->load(); !r) {
     return make_error(fmt::format("{} ({})", r.error().message, take_libbpf_log_tail(4)));
   }

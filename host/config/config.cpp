@@ -32,6 +32,13 @@ uint32_t fitted_stack_traces_entries(uint32_t cpus, uint32_t frequency_hz) {
   return static_cast<uint32_t>(entries);
 }
 
+uint32_t fitted_stack_counts_entries(uint32_t cpus, uint32_t frequency_hz, uint32_t round_seconds) {
+  const uint64_t four_rounds = 4ULL * std::max<uint32_t>(cpus, 1) * frequency_hz * std::max<uint32_t>(round_seconds, 1);
+  uint64_t entries = 1024;
+  while (entries < four_rounds && entries < OMNIPROF_DEFAULT_STACK_COUNTS) entries <<= 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(entries, OMNIPROF_DEFAULT_STACK_COUNTS));
+}
+
 Config default_config(uint32_t default_frequency_hz) {
   Config config;
   config.frequency_hz = default_frequency_hz;
@@ -144,11 +151,13 @@ class DocumentApplier {
           {"stack_traces", "stack_counts", "processes", "unwind_memory_mb", "unwind_shards", "executables"},
           [&](const Located& field) -> Result<void> {
             const std::string& name = field.key;
-            if (name == "stack_traces") {
+            if (name == "stack_traces" || name == "stack_counts") {
+              uint32_t& entries = name == "stack_traces" ? config_.stack_traces_entries : config_.stack_counts_entries;
               // "auto" (what `omniprof config` shows for the default): fitted
-              // to the machine (fitted_stack_traces_entries).
+              // to the machine (fitted_stack_traces_entries,
+              // fitted_stack_counts_entries).
               if (field.node.IsScalar() && field.node.Scalar() == "auto") {
-                config_.stack_traces_entries = 0;
+                entries = 0;
                 return ok();
               }
               int64_t number = 0;
@@ -157,10 +166,8 @@ class DocumentApplier {
                 return error_at(field, fmt::format("expected auto or an integer from {} to {}, got {}",
                                                    kStackMapRange.min, kStackMapRange.max, describe(field.node)));
               }
-              return read_unsigned(field, kStackMapRange, config_.stack_traces_entries);
+              return read_unsigned(field, kStackMapRange, entries);
             }
-            if (name == "stack_counts")
-              return read_unsigned(field, kStackMapRange, config_.stack_counts_entries);
             if (name == "unwind_memory_mb")
               return read_unsigned(field, kUnwindMemoryMbRange, config_.unwind_memory_mb);
             if (name == "unwind_shards") {

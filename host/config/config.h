@@ -78,7 +78,9 @@ struct Config {
   // maps.stack_traces: fragments of 16 frames; 0 ("auto", the default):
   // fitted_stack_traces_entries of the machine's CPUs and the frequency.
   uint32_t stack_traces_entries = 0;
-  uint32_t stack_counts_entries = 10240;  // maps.stack_counts
+  // maps.stack_counts: count keys; 0 ("auto", the default):
+  // fitted_stack_counts_entries of the machine's CPUs and the frequency.
+  uint32_t stack_counts_entries = 0;
   uint32_t process_entries = 4096;        // maps.processes
   // maps.unwind_memory_mb: unwind rows grow on demand, 1 MiB shard by shard,
   // up to this. (maps.unwind_shards, the fixed preallocated count it
@@ -122,6 +124,17 @@ struct Config {
 // 2-CPU machine takes 4096 at 19 Hz (1.4 MB of kernel memory instead of
 // 11) and 8192 at 99 Hz; at 99 Hz, 11 CPUs or more take the maximum.
 uint32_t fitted_stack_traces_entries(uint32_t cpus, uint32_t frequency_hz);
+
+// stack_counts' size when the config leaves it to the machine: four rounds
+// of samples on every CPU at `frequency_hz`, each a key of its own (an
+// interpreter's stacks make nearly every sample one: 290 keys of a round's
+// 380 samples in issue 19's scene), rounded up to a power of two, at least
+// 1024 and at most OMNIPROF_DEFAULT_STACK_COUNTS (the size it had for every
+// machine before). Four: a drain is due once a quarter of the map fills
+// (agent/drain_schedule.h), so a round drains once, at its end, as it did
+// with the former size. A 2-CPU machine takes 2048 at 19 Hz (10 s rounds),
+// 8192 at 99 Hz; 16 CPUs or more at 19 Hz the maximum.
+uint32_t fitted_stack_counts_entries(uint32_t cpus, uint32_t frequency_hz, uint32_t round_seconds);
 
 // The defaults, with the sampling frequency of the command being run
 // (kRunDefaultFrequencyHz or kRecordDefaultFrequencyHz).

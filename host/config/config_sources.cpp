@@ -242,7 +242,8 @@ std::string describe_config(const LoadedConfig& loaded) {
   settings.emplace_back("processes.nice", std::to_string(c.describe_nice));
   settings.emplace_back("maps.stack_traces",
                         c.stack_traces_entries ? std::to_string(c.stack_traces_entries) : "auto");
-  settings.emplace_back("maps.stack_counts", std::to_string(c.stack_counts_entries));
+  settings.emplace_back("maps.stack_counts",
+                        c.stack_counts_entries ? std::to_string(c.stack_counts_entries) : "auto");
   settings.emplace_back("maps.processes", std::to_string(c.process_entries));
   settings.emplace_back("maps.unwind_memory_mb", std::to_string(c.unwind_memory_mb));
   settings.emplace_back("maps.executables", std::to_string(c.executable_entries));

@@ -52,7 +52,7 @@ void expect_defaults(const Config& config, uint32_t frequency_hz) {
             (std::map<std::string, bool>{{"native", true}, {"python", true}, {"ruby", true}}));
   EXPECT_TRUE(config.pids.empty());
   EXPECT_EQ(config.stack_traces_entries, 0u);  // auto: fitted_stack_traces_entries
-  EXPECT_EQ(config.stack_counts_entries, 10240u);
+  EXPECT_EQ(config.stack_counts_entries, 0u);  // auto: fitted_stack_counts_entries
   EXPECT_EQ(config.process_entries, 4096u);
   EXPECT_EQ(config.unwind_memory_mb, 48u);
   EXPECT_EQ(config.unwind_tables_wait_seconds, 300u);
@@ -156,7 +156,7 @@ TEST(ConfigTest, DecimalWithLeadingZeroIsNotOctal) {
   EXPECT_EQ(config->stack_traces_entries, 10240u);
 }
 
-TEST(ConfigTest, StackTracesAutoIsFittedToTheMachine) {
+TEST(ConfigTest, StackMapsAutoAreFittedToTheMachine) {
   Result<Config> config = parse("maps:\n  stack_traces: 8192\n");
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->stack_traces_entries, 8192u);
@@ -172,6 +172,22 @@ TEST(ConfigTest, StackTracesAutoIsFittedToTheMachine) {
   EXPECT_EQ(fitted_stack_traces_entries(11, 99), 32768u);   // 34848
   EXPECT_EQ(fitted_stack_traces_entries(128, 99), 32768u);  // never past the former default
   EXPECT_EQ(fitted_stack_traces_entries(0, 19), 4096u);
+  // stack_counts likewise: four rounds of samples on every CPU, each a new
+  // key, a power of two from 1024, at most the former default.
+  config = parse("maps:\n  stack_counts: auto\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->stack_counts_entries, 0u);
+  config = parse("maps:\n  stack_counts: 4096\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->stack_counts_entries, 4096u);
+  EXPECT_EQ(fitted_stack_counts_entries(2, 19, 10), 2048u);    // 1520
+  EXPECT_EQ(fitted_stack_counts_entries(2, 99, 10), 8192u);    // 7920
+  EXPECT_EQ(fitted_stack_counts_entries(1, 19, 5), 1024u);     // 380
+  EXPECT_EQ(fitted_stack_counts_entries(4, 19, 10), 4096u);    // 3040
+  EXPECT_EQ(fitted_stack_counts_entries(16, 19, 10), 10240u);  // 12160: never past the former default
+  EXPECT_EQ(fitted_stack_counts_entries(0, 19, 0), 1024u);
+  EXPECT_EQ(parse_error("maps:\n  stack_counts: lots\n"),
+            "omniprof.yaml:2: maps.stack_counts: expected auto or an integer from 1024 to 1048576, got \"lots\"");
   // A value that is neither says both are accepted.
   EXPECT_EQ(parse_error("maps:\n  stack_traces: lots\n"),
             "omniprof.yaml:2: maps.stack_traces: expected auto or an integer from 1024 to 1048576, got \"lots\"");
