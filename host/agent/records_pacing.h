@@ -5,8 +5,8 @@
 // (its executable, ld.so, the vDSO, then libc from ld.so): a machine starting
 // hundreds of processes a second woke the thread about a thousand times a
 // second, each wake-up reading a record or two and publishing the same process
-// again, and those wake-ups were most of the agent's CPU there
-// (bench/process_churn). So once the records of a window pass a storm's rate,
+// again, and the wake-ups alone were a third of the agent's CPU there
+// (bench/process_churn, perf). So once the records of a window pass a storm's rate,
 // the thread stops waiting on them and reads whatever came every
 // kStormReadInterval instead: one sleep per interval however many records,
 // and each process published once per read with all its mappings so far.
