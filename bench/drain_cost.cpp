@@ -1,10 +1,10 @@
 // What a drain of stack_counts costs by the map's size. A drain moves the
 // counts out with BPF_MAP_LOOKUP_AND_DELETE_BATCH, which visits every bucket
-// of the hash map, empty or not: its cost follows the map's size, not the
-// samples in it. `run` drains at least once a round (at 19 Hz on a 2-CPU
-// machine a round holds a few hundred samples and a few dozen distinct
-// stacks), so the size the map is given is most of what a quiet machine's
-// drain costs. Each size is loaded as the agent loads it (the real entry
+// of the hash map, empty or not, so part of its cost follows the map's size,
+// not the samples in it. On a 2-CPU machine that part is microseconds (this
+// bench, beside a whole drain's ~1 ms): fitting the map to the machine
+// (config.h, fitted_stack_counts_entries) saves kernel memory, not CPU.
+// Each size is loaded as the agent loads it (the real entry
 // object and its maps), filled with KEYS counts (distinct stacks), drained;
 // the median of ITERATIONS drains is printed, beside the map's former default
 // size (OMNIPROF_DEFAULT_STACK_COUNTS), measured in the same run, and the same

@@ -142,9 +142,10 @@ class Agent {
   // are read from /proc when first sampled.
   std::unique_ptr<ProcessRecordStream> process_records_;
   // Returns of the event thread's epoll_wait with something ready (not its
-  // timeouts): under process churn, its wake-ups per process started.
-  std::atomic<uint64_t> event_thread_wakes_{0};  // returns of its wait with something ready
-  std::atomic<uint64_t> event_thread_paced_reads_{0};  // its reads on the clock in a storm of records
+  // timeouts), and its reads on the clock in a storm of process records
+  // (RecordsPacing), which are not wake-ups by the kernel.
+  std::atomic<uint64_t> event_thread_wakes_{0};
+  std::atomic<uint64_t> event_thread_paced_reads_{0};
   RecordsPacing records_pacing_;  // the event thread's
   std::vector<ProcessRecord> records_drained_;  // the event thread's: each drain's records, its capacity kept
   uint64_t records_missed_at_round_end_ = 0;    // process records lost or malformed, as of the last round's end

@@ -79,7 +79,8 @@ struct Config {
   // fitted_stack_traces_entries of the machine's CPUs and the frequency.
   uint32_t stack_traces_entries = 0;
   // maps.stack_counts: count keys; 0 ("auto", the default):
-  // fitted_stack_counts_entries of the machine's CPUs and the frequency.
+  // fitted_stack_counts_entries of the machine's CPUs, the frequency and
+  // the round.
   uint32_t stack_counts_entries = 0;
   uint32_t process_entries = 4096;        // maps.processes
   // maps.unwind_memory_mb: unwind rows grow on demand, 1 MiB shard by shard,

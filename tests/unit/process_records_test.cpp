@@ -458,7 +458,6 @@ TEST_F(ProcessTrackerRecordsTest, ExecWhoseVdsoRecordIsLostIsPublishedAfterTheWa
   EXPECT_NE(known(old), nullptr);
 }
 
-
 // A walk that ran before the host published what the records brought notes a
 // pc in no known mapping. The records read since the note hold the mapping,
 // so the note is answered without reading /proc (such reads were ~3 ms each
